@@ -1,0 +1,76 @@
+//! # hologram-isa: the Atlas ISA
+//!
+//! A kernel is one instruction stream that every lane of a launch grid runs (like PTX). This crate
+//! defines its types, instructions and programs, the `.hasm` text format, a builder for writing
+//! programs from Rust, and the validator that checks a program statically and resolves it into a
+//! [`Kernel`] that backends run.
+//!
+//! ```
+//! let text = "\
+//! .kernel saxpy
+//! .param .f32 alpha
+//! .param .buf.f32 x
+//! .param .buf.f32 y .rw
+//! .param .u32 n
+//!     mov.u32 %i, %gid;
+//!     setp.ge.u32 %p, %i, n;
+//! @%p exit;
+//!     ld.f32 %a, x[%i];
+//!     ld.f32 %b, y[%i];
+//!     fma.f32 %c, alpha, %a, %b;
+//!     st.f32 y[%i], %c;
+//! ";
+//! let kernel = hologram_isa::assemble(text)?;
+//! assert_eq!(kernel.params.len(), 4);
+//! // Printing and parsing again gives the same program.
+//! let program = hologram_isa::parse(text)?;
+//! assert_eq!(hologram_isa::parse(&hologram_isa::print(&program))?, program);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! See the crate README for the full syntax with an example of every instruction group.
+
+#![warn(missing_docs)]
+
+mod builder;
+mod inst;
+mod kernel;
+mod operand;
+mod program;
+pub mod text;
+mod types;
+mod validate;
+
+pub use builder::{IntoOperand, ProgramBuilder};
+pub use inst::{AtomOp, BinaryOp, CmpOp, FenceScope, Guard, Inst, Op, TernaryOp, UnaryOp};
+pub use kernel::{ArrayRef, Kernel, KernelFacts, RegInfo};
+pub use operand::{Dim, Imm, Mem, Operand, Special};
+pub use program::{Access, ArrayDecl, Param, ParamKind, Program, RegDecl, Stmt};
+pub use text::{parse, parse_with_source_map, print, ParseError, SourceMap};
+pub use types::Type;
+pub use validate::{
+    validate, Location, ValidationError, ValidationErrorKind, MAX_REGISTERS, MAX_SCRATCH_BYTES,
+    MAX_SHARED_BYTES,
+};
+
+/// A program that failed to parse or to validate, with its position in the text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AsmError {
+    /// The text is not well formed.
+    #[error("{0}")]
+    Parse(#[from] ParseError),
+    /// The program is well formed but not valid; `message` carries `line:col:`.
+    #[error("{message}")]
+    Invalid {
+        /// The rendered message, starting with `line:col:`.
+        message: String,
+        /// The underlying error.
+        error: ValidationError,
+    },
+}
+
+/// Parses and validates `.hasm` text in one step; errors point at line and column.
+pub fn assemble(text: &str) -> Result<Kernel, AsmError> {
+    let (program, map) = parse_with_source_map(text)?;
+    validate(&program).map_err(|error| AsmError::Invalid { message: error.render(&map), error })
+}
