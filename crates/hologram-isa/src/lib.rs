@@ -37,6 +37,7 @@ mod inst;
 mod kernel;
 mod operand;
 mod program;
+pub mod semantics;
 pub mod text;
 mod types;
 mod validate;

@@ -8,7 +8,7 @@ mod parser;
 mod printer;
 
 pub use parser::{parse, parse_with_source_map};
-pub(crate) use parser::RESERVED_WORDS;
+pub(crate) use parser::{parse_number as parse_literal, RESERVED_WORDS};
 pub use printer::{print, write_inst};
 
 /// A syntax error: where it is and what was expected there.

@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 pub use error::{Location, ValidationError, ValidationErrorKind};
+pub(crate) use typecheck::check_imm as check_literal;
 
 use crate::inst::{Guard, Inst, Op};
 use crate::kernel::{Kernel, KernelFacts, RegInfo};
