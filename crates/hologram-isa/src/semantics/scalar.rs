@@ -32,15 +32,15 @@ pub trait Num: Copy + PartialOrd + Default + Send + Sync + 'static {
     /// Negation (wrapping for integers).
     fn neg(a: Self) -> Self;
     /// `a == b` (false if either is NaN).
-    fn eq(a: Self, b: Self) -> bool {
+    fn cmp_eq(a: Self, b: Self) -> bool {
         a == b
     }
     /// `a < b`
-    fn lt(a: Self, b: Self) -> bool {
+    fn cmp_lt(a: Self, b: Self) -> bool {
         a < b
     }
     /// `a <= b`
-    fn le(a: Self, b: Self) -> bool {
+    fn cmp_le(a: Self, b: Self) -> bool {
         a <= b
     }
 }
@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(<f32 as Num>::min(f32::NAN, 1.0), 1.0);
         assert_eq!(<f32 as Float>::round(2.5), 2.0);
         assert_eq!(<f32 as Float>::round(-3.5), -4.0);
-        assert!(!<f32 as Num>::eq(f32::NAN, f32::NAN));
+        assert!(!<f32 as Num>::cmp_eq(f32::NAN, f32::NAN));
         // mad rounds twice, fma once.
         let (a, b, c) = (1.0f32 + f32::EPSILON, 1.0f32 - f32::EPSILON, -1.0f32);
         assert_eq!(<f32 as Num>::mad(a, b, c), 0.0);

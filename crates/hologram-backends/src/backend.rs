@@ -1,0 +1,203 @@
+//! The `Backend` trait every device implements, and the types it exchanges.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use hologram_isa::semantics::Value;
+use hologram_isa::Kernel;
+
+use crate::error::Result;
+
+/// The kinds of backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// The interpreter on the host CPU.
+    Cpu,
+    /// NVIDIA GPUs through CUDA.
+    Cuda,
+    /// GPUs through wgpu (Metal, Vulkan, DX12).
+    Wgpu,
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Wgpu => "wgpu",
+        })
+    }
+}
+
+/// What a device is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Backend kind.
+    pub kind: BackendKind,
+    /// Device name, e.g. "NVIDIA H100 80GB HBM3" or "Intel Xeon (2 threads)".
+    pub name: String,
+    /// Device memory in bytes, if known.
+    pub memory_bytes: Option<u64>,
+    /// Parallel units: CPU threads, streaming multiprocessors, ...
+    pub compute_units: u32,
+    /// Architecture, e.g. "x86_64" or "sm_90".
+    pub arch: String,
+    /// Driver version, if any.
+    pub driver: Option<String>,
+}
+
+/// What a device can run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Most lanes in one block.
+    pub max_block_lanes: u32,
+    /// Most `.shared` bytes per block.
+    pub max_shared_bytes: usize,
+    /// True when buffers live in host memory (zero-copy views are possible).
+    pub host_memory: bool,
+}
+
+/// A device allocation. Freed when the last reference goes.
+pub trait DeviceMemory: Send + Sync + 'static {
+    /// Size in bytes.
+    fn size(&self) -> usize;
+    /// For the owning backend to recover its concrete type.
+    fn as_any(&self) -> &dyn Any;
+    /// The host address of the memory, when it lives in host memory.
+    fn host_ptr(&self) -> Option<*mut u8> {
+        None
+    }
+}
+
+/// A shared handle to device memory.
+pub type Memory = Arc<dyn DeviceMemory>;
+
+/// A byte range of device memory bound to a buffer parameter.
+#[derive(Clone)]
+pub struct BufferArg {
+    /// The allocation.
+    pub memory: Memory,
+    /// Start of the range in bytes (a multiple of the element size).
+    pub offset: usize,
+    /// Length of the range in bytes (a multiple of the element size); the kernel sees
+    /// `len / element size` elements and bounds checks use that count.
+    pub len: usize,
+}
+
+impl fmt::Debug for BufferArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BufferArg {{ offset: {}, len: {}, size: {} }}", self.offset, self.len, self.memory.size())
+    }
+}
+
+impl BufferArg {
+    /// The whole allocation.
+    pub fn whole(memory: Memory) -> Self {
+        let len = memory.size();
+        BufferArg { memory, offset: 0, len }
+    }
+}
+
+/// A launch argument, bound to the parameter at the same position.
+#[derive(Clone, Debug)]
+pub enum KernelArg {
+    /// For `.param .buf.T`.
+    Buffer(BufferArg),
+    /// For `.param .T`: a value of exactly that type.
+    Scalar(Value),
+}
+
+/// Launch geometry and options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in x, y, z.
+    pub grid: [u32; 3],
+    /// Lanes per block in x, y, z.
+    pub block: [u32; 3],
+    /// Check every global access against the bound buffer's length (the default). Turning it
+    /// off makes out-of-bounds accesses undefined behaviour on GPUs; the CPU always checks.
+    pub bounds_checks: bool,
+}
+
+impl LaunchConfig {
+    /// A 1-D launch of `grid` blocks of `block` lanes, bounds-checked.
+    pub fn linear(grid: u32, block: u32) -> Self {
+        LaunchConfig { grid: [grid, 1, 1], block: [block, 1, 1], bounds_checks: true }
+    }
+
+    /// A 1-D launch with enough blocks of `block` lanes to cover `n` lanes.
+    pub fn for_elements(n: u64, block: u32) -> Self {
+        let block = block.max(1);
+        let grid = n.div_ceil(block as u64).clamp(1, u32::MAX as u64) as u32;
+        Self::linear(grid, block)
+    }
+
+    /// Lanes per block.
+    pub fn block_lanes(&self) -> u64 {
+        self.block.iter().map(|&d| d as u64).product()
+    }
+
+    /// Blocks in the grid.
+    pub fn grid_blocks(&self) -> u64 {
+        self.grid.iter().map(|&d| d as u64).product()
+    }
+}
+
+/// A kernel compiled for one backend. Cheap to clone; launch it any number of times with any
+/// buffers.
+#[derive(Clone)]
+pub struct CompiledKernel {
+    kernel: Arc<Kernel>,
+    inner: Arc<dyn Any + Send + Sync>,
+}
+
+impl fmt::Debug for CompiledKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CompiledKernel({})", self.kernel.name)
+    }
+}
+
+impl CompiledKernel {
+    /// Wraps a backend's compiled form.
+    pub fn new(kernel: Arc<Kernel>, inner: Arc<dyn Any + Send + Sync>) -> Self {
+        CompiledKernel { kernel, inner }
+    }
+
+    /// The validated kernel.
+    pub fn kernel(&self) -> &Arc<Kernel> {
+        &self.kernel
+    }
+
+    /// The backend's compiled form, if it is of type `T`.
+    pub fn downcast<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.inner.downcast_ref::<T>()
+    }
+}
+
+/// A device that runs Atlas ISA kernels.
+///
+/// Every backend runs every valid kernel. Copies take byte offsets. Launches may be asynchronous:
+/// reads ([`Backend::copy_out`]) and [`Backend::synchronize`] wait for earlier work.
+pub trait Backend: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+    /// What the device is.
+    fn info(&self) -> DeviceInfo;
+    /// What the device can run.
+    fn capabilities(&self) -> Capabilities;
+    /// Allocates `bytes` of device memory (contents unspecified).
+    fn allocate(&self, bytes: usize) -> Result<Memory>;
+    /// Copies `src` into `dst` at byte `offset`.
+    fn copy_in(&self, dst: &Memory, offset: usize, src: &[u8]) -> Result<()>;
+    /// Copies from `src` at byte `offset` into `dst`, after earlier work completes.
+    fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()>;
+    /// Copies `len` bytes between device allocations.
+    fn copy(&self, src: &Memory, src_offset: usize, dst: &Memory, dst_offset: usize, len: usize) -> Result<()>;
+    /// Compiles a validated kernel.
+    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel>;
+    /// Launches a compiled kernel; `args[i]` binds `kernel.params[i]`.
+    fn launch(&self, kernel: &CompiledKernel, config: &LaunchConfig, args: &[KernelArg]) -> Result<()>;
+    /// Waits for all submitted work.
+    fn synchronize(&self) -> Result<()>;
+}

@@ -1,0 +1,220 @@
+//! Lowers a validated kernel into the interpreter's form: every operand becomes a lane array
+//! ("slot") and every instruction a pre-selected, type-specialized lane loop.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use hologram_isa::semantics::Value;
+use hologram_isa::{Kernel, Op, Operand, Special, Type};
+
+use super::lanes::{self, IndexFn, LaneFn, LoopFn};
+use super::memops::{self, AtomFn, LoadFn, StoreFn};
+use crate::error::{BackendError, Result};
+
+/// Index of a lane array in a block's register file.
+pub(crate) type Slot = u32;
+
+/// An interpreter instruction.
+pub(crate) enum XOp {
+    Compute { f: LaneFn, d: Slot, a: Slot, b: Slot, c: Slot },
+    Load { f: LoadFn, widen: IndexFn, d: Slot, array: u32, index: Slot },
+    Store { f: StoreFn, widen: IndexFn, array: u32, index: Slot, src: Slot },
+    Atom { f: AtomFn, widen: IndexFn, d: Slot, array: u32, index: Slot, a: Slot, b: Slot },
+    Bra { target: u32 },
+    Loop { f: LoopFn, counter: Slot, target: u32 },
+    Call { target: u32 },
+    Ret,
+    Exit,
+    Barrier,
+    Fence,
+}
+
+/// An instruction with its guard (`(predicate slot, negate)`).
+pub(crate) struct XInst {
+    pub op: XOp,
+    pub guard: Option<(Slot, bool)>,
+}
+
+/// Where a constant slot's value comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum ConstSource {
+    /// A literal.
+    Value(Value),
+    /// A scalar parameter, known at launch.
+    Param(u32),
+}
+
+/// A kernel ready for the interpreter.
+pub(crate) struct CpuKernel {
+    pub kernel: Arc<Kernel>,
+    pub insts: Vec<XInst>,
+    /// Registers, then special registers, then constants.
+    pub num_slots: usize,
+    pub specials: Vec<(Special, Slot)>,
+    pub consts: Vec<(Slot, Type, ConstSource)>,
+    pub zero_init: Vec<Slot>,
+}
+
+struct Lowering<'k> {
+    kernel: &'k Kernel,
+    next_slot: Slot,
+    specials: HashMap<Special, Slot>,
+    consts: HashMap<(Type, u64, bool), Slot>,
+    const_list: Vec<(Slot, Type, ConstSource)>,
+}
+
+impl Lowering<'_> {
+    fn internal(&self, what: String) -> BackendError {
+        BackendError::Compile {
+            kernel: self.kernel.name.clone(),
+            log: format!("internal error: the CPU backend has no implementation of {what}"),
+        }
+    }
+
+    fn fresh(&mut self) -> Slot {
+        let s = self.next_slot;
+        self.next_slot += 1;
+        s
+    }
+
+    /// The slot holding an operand of type `ty`.
+    fn slot(&mut self, op: &Operand<u32>, ty: Type) -> Slot {
+        match op {
+            Operand::Reg(r) => *r,
+            Operand::Special(s) => {
+                if let Some(&slot) = self.specials.get(s) {
+                    return slot;
+                }
+                let slot = self.fresh();
+                self.specials.insert(*s, slot);
+                slot
+            }
+            Operand::Imm(imm) => {
+                let v = Value::from_imm(*imm, ty);
+                self.constant(ty, v.to_bits(), false, ConstSource::Value(v))
+            }
+            Operand::Param(p) => self.constant(ty, *p as u64, true, ConstSource::Param(*p)),
+        }
+    }
+
+    fn constant(&mut self, ty: Type, key: u64, is_param: bool, src: ConstSource) -> Slot {
+        if let Some(&slot) = self.consts.get(&(ty, key, is_param)) {
+            return slot;
+        }
+        let slot = self.fresh();
+        self.consts.insert((ty, key, is_param), slot);
+        self.const_list.push((slot, ty, src));
+        slot
+    }
+
+    fn index_type(&self, op: &Operand<u32>) -> Type {
+        self.kernel.operand_type(op).unwrap_or(Type::U64)
+    }
+
+    fn widen(&self, ty: Type) -> Result<IndexFn> {
+        lanes::index_fn(ty).ok_or_else(|| self.internal(format!("an index of type {ty}")))
+    }
+
+    fn compute(&self, f: Option<LaneFn>, what: String) -> Result<LaneFn> {
+        f.ok_or_else(|| self.internal(what))
+    }
+
+    fn lower(&mut self, op: &Op<u32>) -> Result<XOp> {
+        Ok(match op {
+            Op::Mov { ty, dst, src } => {
+                let a = self.slot(src, *ty);
+                XOp::Compute { f: lanes::mov_fn(*ty), d: *dst, a, b: a, c: a }
+            }
+            Op::Cvt { to, from, dst, src } => {
+                let a = self.slot(src, *from);
+                let f = self.compute(lanes::cvt_fn(*to, *from), format!("cvt.{to}.{from}"))?;
+                XOp::Compute { f, d: *dst, a, b: a, c: a }
+            }
+            Op::Unary { op, ty, dst, src } => {
+                let a = self.slot(src, *ty);
+                let f = self.compute(lanes::unary_fn(*op, *ty), format!("{}.{ty}", op.name()))?;
+                XOp::Compute { f, d: *dst, a, b: a, c: a }
+            }
+            Op::Binary { op, ty, dst, a, b } => {
+                let (a, b) = (self.slot(a, *ty), self.slot(b, *ty));
+                let f = self.compute(lanes::binary_fn(*op, *ty), format!("{}.{ty}", op.name()))?;
+                XOp::Compute { f, d: *dst, a, b, c: a }
+            }
+            Op::Ternary { op, ty, dst, a, b, c } => {
+                let (a, b, c) = (self.slot(a, *ty), self.slot(b, *ty), self.slot(c, *ty));
+                let f = self.compute(lanes::ternary_fn(*op, *ty), format!("{}.{ty}", op.name()))?;
+                XOp::Compute { f, d: *dst, a, b, c }
+            }
+            Op::Setp { cmp, ty, dst, a, b } => {
+                let (a, b) = (self.slot(a, *ty), self.slot(b, *ty));
+                let f = self.compute(lanes::setp_fn(*cmp, *ty), format!("setp.{}.{ty}", cmp.name()))?;
+                XOp::Compute { f, d: *dst, a, b, c: a }
+            }
+            Op::Selp { ty, dst, a, b, cond } => {
+                let (a, b, c) = (self.slot(a, *ty), self.slot(b, *ty), self.slot(cond, Type::Pred));
+                XOp::Compute { f: lanes::selp_fn(*ty), d: *dst, a, b, c }
+            }
+            Op::Ld { ty, dst, mem } => {
+                let widen = self.widen(self.index_type(&mem.index))?;
+                let index = self.slot(&mem.index, self.index_type(&mem.index));
+                XOp::Load { f: memops::load_fn(*ty), widen, d: *dst, array: mem.array, index }
+            }
+            Op::St { ty, mem, src } => {
+                let widen = self.widen(self.index_type(&mem.index))?;
+                let index = self.slot(&mem.index, self.index_type(&mem.index));
+                let src = self.slot(src, *ty);
+                XOp::Store { f: memops::store_fn(*ty), widen, array: mem.array, index, src }
+            }
+            Op::Atom { op, ty, dst, mem, a, b } => {
+                let widen = self.widen(self.index_type(&mem.index))?;
+                let index = self.slot(&mem.index, self.index_type(&mem.index));
+                let a = self.slot(a, *ty);
+                let b = match b {
+                    Some(b) => self.slot(b, *ty),
+                    None => a,
+                };
+                let f = memops::atom_fn(*op, *ty)
+                    .ok_or_else(|| self.internal(format!("atom.{}.{ty}", op.name())))?;
+                XOp::Atom { f, widen, d: *dst, array: mem.array, index, a, b }
+            }
+            Op::Bra { target } => XOp::Bra { target: *target },
+            Op::Loop { counter, target } => {
+                let ty = self.kernel.regs[*counter as usize].ty;
+                let f = lanes::loop_fn(ty).ok_or_else(|| self.internal(format!("loop over {ty}")))?;
+                XOp::Loop { f, counter: *counter, target: *target }
+            }
+            Op::Call { target } => XOp::Call { target: *target },
+            Op::Ret => XOp::Ret,
+            Op::Exit => XOp::Exit,
+            Op::Barrier => XOp::Barrier,
+            Op::Fence { .. } => XOp::Fence,
+        })
+    }
+}
+
+/// Lowers a validated kernel.
+pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
+    let mut l = Lowering {
+        kernel,
+        next_slot: kernel.regs.len() as Slot,
+        specials: HashMap::new(),
+        consts: HashMap::new(),
+        const_list: Vec::new(),
+    };
+    let mut insts = Vec::with_capacity(kernel.insts.len());
+    for inst in &kernel.insts {
+        let op = l.lower(&inst.op)?;
+        let guard = inst.guard.as_ref().map(|g| (g.pred, g.negate));
+        insts.push(XInst { op, guard });
+    }
+    let mut specials: Vec<(Special, Slot)> = l.specials.into_iter().collect();
+    specials.sort_by_key(|&(_, s)| s);
+    Ok(CpuKernel {
+        kernel: kernel.clone(),
+        insts,
+        num_slots: l.next_slot as usize,
+        specials,
+        consts: l.const_list,
+        zero_init: kernel.facts.zero_init.clone(),
+    })
+}

@@ -1,0 +1,432 @@
+//! Runs the blocks of a launch: all lanes of a block execute each instruction together, with
+//! active masks for divergence, so barriers and shared memory behave as on a GPU.
+//!
+//! Divergence: lanes that take different paths form groups, each with its own program counter,
+//! mask and return stack. The group with the lowest program counter runs first, and groups that
+//! arrive at the same instruction (with the same return stack) merge again, which reconverges
+//! structured code at its join point. A group at a barrier waits until every live lane of the
+//! block is at that barrier.
+
+use hologram_isa::Special;
+
+use super::compile::{ConstSource, CpuKernel, Slot, XOp};
+use super::memops::ArrayView;
+use crate::error::{BackendError, Result};
+
+/// What every block of one launch shares.
+pub(crate) struct LaunchCtx<'a> {
+    pub k: &'a CpuKernel,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub lanes: usize,
+    /// One view per parameter (scalar parameters get an empty view).
+    pub globals: Vec<ArrayView>,
+    /// Bits of each constant slot, in `k.consts` order.
+    pub const_bits: Vec<u64>,
+}
+
+// SAFETY: the raw pointers in the views point at buffers kept alive for the whole launch by the
+// caller; blocks only touch them through bounds-checked loads, stores and atomics.
+unsafe impl Sync for LaunchCtx<'_> {}
+
+struct Group {
+    pc: u32,
+    mask: Vec<u8>,
+    active: usize,
+    stack: Vec<u32>,
+    waiting: bool,
+}
+
+/// A worker's state, reused for every block it runs.
+pub(crate) struct BlockState {
+    lanes: usize,
+    file: Vec<u64>,
+    shared: Vec<u64>,
+    scratch: Vec<u64>,
+    /// Views of every array: parameters, then shared, then scratch.
+    views: Vec<ArrayView>,
+    idx: Vec<i64>,
+    mask: Vec<u8>,
+    taken: Vec<u8>,
+    groups: Vec<Group>,
+    spare_masks: Vec<Vec<u8>>,
+    block: u64,
+}
+
+fn fill_slot(file: &mut [u64], lanes: usize, slot: Slot, size: usize, bits: u64) {
+    let region = &mut file[slot as usize * lanes..(slot as usize + 1) * lanes];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(region);
+    match size {
+        1 => bytes[..lanes].fill(bits as u8),
+        2 => bytemuck::cast_slice_mut::<u8, u16>(&mut bytes[..lanes * 2]).fill(bits as u16),
+        4 => bytemuck::cast_slice_mut::<u8, u32>(&mut bytes[..lanes * 4]).fill(bits as u32),
+        _ => region.fill(bits),
+    }
+}
+
+fn write_u32_slot(file: &mut [u64], lanes: usize, slot: Slot, f: impl Fn(usize) -> u32) {
+    let region = &mut file[slot as usize * lanes..(slot as usize + 1) * lanes];
+    let vals: &mut [u32] = &mut bytemuck::cast_slice_mut::<u64, u32>(region)[..lanes];
+    for (l, v) in vals.iter_mut().enumerate() {
+        *v = f(l);
+    }
+}
+
+impl BlockState {
+    pub(crate) fn new(ctx: &LaunchCtx<'_>) -> Self {
+        let k = ctx.k;
+        let lanes = ctx.lanes;
+        let kernel = &k.kernel;
+        let shared_words: usize = kernel.shared.iter().map(|a| a.bytes().div_ceil(8)).sum();
+        let scratch_words: usize = kernel.scratch.iter().map(|a| (a.bytes() * lanes).div_ceil(8)).sum();
+        let mut st = BlockState {
+            lanes,
+            file: vec![0u64; k.num_slots * lanes],
+            shared: vec![0u64; shared_words],
+            scratch: vec![0u64; scratch_words],
+            views: Vec::new(),
+            idx: vec![0; lanes],
+            mask: vec![0; lanes],
+            taken: vec![0; lanes],
+            groups: Vec::new(),
+            spare_masks: Vec::new(),
+            block: 0,
+        };
+        st.views = ctx.globals.clone();
+        let mut off = 0usize;
+        for a in &kernel.shared {
+            // SAFETY: `off` stays within `shared` (sized from the same declarations).
+            let base = unsafe { (st.shared.as_mut_ptr() as *mut u8).add(off * 8) };
+            st.views.push(ArrayView { base, len: a.len as u64, per_lane: false, lanes });
+            off += a.bytes().div_ceil(8);
+        }
+        let mut off = 0usize;
+        for a in &kernel.scratch {
+            // SAFETY: as above, within `scratch`.
+            let base = unsafe { (st.scratch.as_mut_ptr() as *mut u8).add(off * 8) };
+            st.views.push(ArrayView { base, len: a.len as u64, per_lane: true, lanes });
+            off += (a.bytes() * lanes).div_ceil(8);
+        }
+        // Constants and the launch-invariant special registers are written once per worker.
+        for (i, &(slot, ty, _)) in k.consts.iter().enumerate() {
+            fill_slot(&mut st.file, lanes, slot, ty.size_bytes(), ctx.const_bits[i]);
+        }
+        let [bx, by, bz] = ctx.block.map(|v| v as usize);
+        for &(s, slot) in &k.specials {
+            let (bx32, by32, bz32) = (bx as u32, by as u32, bz as u32);
+            match s {
+                Special::Tid(d) => write_u32_slot(&mut st.file, lanes, slot, |l| {
+                    [(l % bx) as u32, ((l / bx) % by) as u32, (l / (bx * by)) as u32][d.index()]
+                }),
+                Special::Ntid(d) => fill_slot(&mut st.file, lanes, slot, 4, [bx32, by32, bz32][d.index()] as u64),
+                Special::Nctaid(d) => fill_slot(&mut st.file, lanes, slot, 4, ctx.grid[d.index()] as u64),
+                _ => {}
+            }
+        }
+        st
+    }
+
+    fn begin_block(&mut self, ctx: &LaunchCtx<'_>, block: u64) {
+        let k = ctx.k;
+        let lanes = self.lanes;
+        let [gx, gy, _] = ctx.grid.map(|v| v as u64);
+        let ctaid = [(block % gx) as u32, ((block / gx) % gy) as u32, (block / (gx * gy)) as u32];
+        let [bx, by, _] = ctx.block.map(|v| v as usize);
+        for &(s, slot) in &k.specials {
+            match s {
+                Special::Ctaid(d) => fill_slot(&mut self.file, lanes, slot, 4, ctaid[d.index()] as u64),
+                Special::Gid(d) => {
+                    let base = ctaid[d.index()].wrapping_mul(ctx.block[d.index()]);
+                    write_u32_slot(&mut self.file, lanes, slot, |l| {
+                        let tid = [l % bx, (l / bx) % by, l / (bx * by)][d.index()] as u32;
+                        base.wrapping_add(tid)
+                    })
+                }
+                Special::GidLinear => {
+                    let base = (block as u32).wrapping_mul(lanes as u32);
+                    write_u32_slot(&mut self.file, lanes, slot, |l| base.wrapping_add(l as u32))
+                }
+                _ => {}
+            }
+        }
+        for &r in &k.zero_init {
+            fill_slot(&mut self.file, lanes, r, 8, 0);
+        }
+        self.shared.fill(0);
+        self.scratch.fill(0);
+    }
+
+    fn slot_ptr(file: &mut [u64], lanes: usize, slot: Slot) -> *mut u8 {
+        // SAFETY: slots index regions inside the file, sized at creation.
+        unsafe { file.as_mut_ptr().add(slot as usize * lanes) as *mut u8 }
+    }
+
+    fn new_mask(&mut self) -> Vec<u8> {
+        self.spare_masks.pop().unwrap_or_else(|| vec![0; self.lanes])
+    }
+
+    /// Runs one block to completion.
+    pub(crate) fn run_block(&mut self, ctx: &LaunchCtx<'_>, block: u64) -> Result<()> {
+        self.block = block;
+        self.begin_block(ctx, block);
+        while let Some(g) = self.groups.pop() {
+            self.spare_masks.push(g.mask);
+        }
+        let mut mask = self.new_mask();
+        mask.fill(1);
+        self.groups.push(Group { pc: 0, mask, active: self.lanes, stack: Vec::new(), waiting: false });
+        while let Some(gi) = self.schedule(ctx, block)? {
+            self.run_group(ctx, gi)?;
+        }
+        Ok(())
+    }
+
+    /// Merges groups that meet, and picks the next group to run.
+    fn schedule(&mut self, ctx: &LaunchCtx<'_>, block: u64) -> Result<Option<usize>> {
+        self.merge_groups();
+        if self.groups.is_empty() {
+            return Ok(None);
+        }
+        let runnable = self.groups.iter().enumerate().filter(|(_, g)| !g.waiting).min_by_key(|(_, g)| g.pc);
+        if let Some((i, _)) = runnable {
+            return Ok(Some(i));
+        }
+        // Every live lane waits at a barrier: release them if it is the same barrier.
+        let pc = self.groups[0].pc;
+        if self.groups.iter().any(|g| g.pc != pc) {
+            let mut pcs: Vec<u32> = self.groups.iter().map(|g| g.pc).collect();
+            pcs.sort_unstable();
+            pcs.dedup();
+            return Err(BackendError::BarrierDivergence { kernel: ctx.k.kernel.name.clone(), block, pcs });
+        }
+        for g in &mut self.groups {
+            g.waiting = false;
+            g.pc += 1;
+        }
+        self.merge_groups();
+        Ok(Some(0))
+    }
+
+    fn merge_groups(&mut self) {
+        let mut i = 0;
+        while i < self.groups.len() {
+            let mut j = i + 1;
+            while j < self.groups.len() {
+                let same = {
+                    let (a, b) = (&self.groups[i], &self.groups[j]);
+                    a.pc == b.pc && a.waiting == b.waiting && a.stack == b.stack
+                };
+                if same {
+                    let g = self.groups.swap_remove(j);
+                    let target = &mut self.groups[i];
+                    for (m, o) in target.mask.iter_mut().zip(&g.mask) {
+                        *m |= o;
+                    }
+                    target.active += g.active;
+                    self.spare_masks.push(g.mask);
+                } else {
+                    j += 1;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Splits lanes marked in `self.taken` (`count` of them) off group `gi` into a new group at
+    /// `pc` with `stack`.
+    fn split(&mut self, gi: usize, count: usize, pc: u32, stack: Vec<u32>) {
+        let mut mask = self.new_mask();
+        mask.copy_from_slice(&self.taken);
+        let g = &mut self.groups[gi];
+        for (m, t) in g.mask.iter_mut().zip(&self.taken) {
+            *m &= !t;
+        }
+        g.active -= count;
+        self.groups.push(Group { pc, mask, active: count, stack, waiting: false });
+    }
+
+    fn out_of_bounds(&self, ctx: &LaunchCtx<'_>, array: u32, lane: usize) -> BackendError {
+        let kernel = &ctx.k.kernel;
+        BackendError::OutOfBounds {
+            kernel: kernel.name.clone(),
+            array: kernel.array_info(array).0.to_string(),
+            index: self.idx[lane] as i128,
+            len: self.views[array as usize].len,
+        }
+    }
+
+    /// Runs group `gi` until it branches, waits, ends, or reaches another group's position.
+    fn run_group(&mut self, ctx: &LaunchCtx<'_>, gi: usize) -> Result<()> {
+        let lanes = self.lanes;
+        let insts = &ctx.k.insts;
+        let n = insts.len() as u32;
+        let cur = self.groups[gi].pc;
+        let limit = self.groups.iter().map(|g| g.pc).filter(|&pc| pc > cur).min().unwrap_or(u32::MAX);
+        loop {
+            let pc = self.groups[gi].pc;
+            if pc >= limit {
+                return Ok(());
+            }
+            if pc >= n {
+                let g = self.groups.swap_remove(gi);
+                self.spare_masks.push(g.mask);
+                return Ok(());
+            }
+            let inst = &insts[pc as usize];
+            // The lanes this instruction applies to.
+            let (use_buf, count) = match inst.guard {
+                Some((p, negate)) => {
+                    let pred = Self::slot_ptr(&mut self.file, lanes, p) as *const u8;
+                    let g = &self.groups[gi];
+                    let mut count = 0;
+                    for l in 0..lanes {
+                        // SAFETY: predicate slots hold `lanes` bytes.
+                        let on = g.mask[l] & (unsafe { *pred.add(l) } ^ negate as u8);
+                        self.mask[l] = on;
+                        count += on as usize;
+                    }
+                    (true, count)
+                }
+                None => (false, self.groups[gi].active),
+            };
+            if count == 0 {
+                self.groups[gi].pc += 1;
+                continue;
+            }
+            let group_active = self.groups[gi].active;
+            let mask: Option<&[u8]> = if count == lanes {
+                None
+            } else if use_buf {
+                Some(&self.mask)
+            } else {
+                Some(&self.groups[gi].mask)
+            };
+            let file = self.file.as_mut_ptr();
+            // SAFETY (for the slot pointers below): slots index regions inside the file.
+            let sp = |s: Slot| unsafe { file.add(s as usize * lanes) as *mut u8 };
+            match &inst.op {
+                XOp::Compute { f, d, a, b, c } => {
+                    // SAFETY: each slot holds `lanes` elements of the type the function expects.
+                    unsafe { f(lanes, sp(*d), sp(*a), sp(*b), sp(*c), mask) };
+                }
+                XOp::Load { f, widen, d, array, index } => {
+                    // SAFETY: the index slot holds `lanes` integers of the widened type; views
+                    // point at live arrays of `len` elements.
+                    unsafe { widen(lanes, sp(*index), &mut self.idx) };
+                    let view = self.views[*array as usize];
+                    if let Err(l) = unsafe { f(lanes, sp(*d), &self.idx, &view, mask) } {
+                        return Err(self.out_of_bounds(ctx, *array, l));
+                    }
+                }
+                XOp::Store { f, widen, array, index, src } => {
+                    // SAFETY: as for loads.
+                    unsafe { widen(lanes, sp(*index), &mut self.idx) };
+                    let view = self.views[*array as usize];
+                    if let Err(l) = unsafe { f(lanes, sp(*src), &self.idx, &view, mask) } {
+                        return Err(self.out_of_bounds(ctx, *array, l));
+                    }
+                }
+                XOp::Atom { f, widen, d, array, index, a, b } => {
+                    // SAFETY: as for loads.
+                    unsafe { widen(lanes, sp(*index), &mut self.idx) };
+                    let view = self.views[*array as usize];
+                    if let Err(l) = unsafe { f(lanes, sp(*d), &self.idx, &view, sp(*a), sp(*b), mask) } {
+                        return Err(self.out_of_bounds(ctx, *array, l));
+                    }
+                }
+                XOp::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
+                XOp::Bra { target } => {
+                    if count == group_active {
+                        self.groups[gi].pc = *target;
+                        continue;
+                    }
+                    self.taken.copy_from_slice(&self.mask);
+                    let stack = self.groups[gi].stack.clone();
+                    self.split(gi, count, *target, stack);
+                    self.groups[gi].pc += 1;
+                    return Ok(());
+                }
+                XOp::Loop { f, counter, target } => {
+                    let mask = if use_buf { Some(&self.mask[..]) } else { mask };
+                    // SAFETY: the counter slot holds `lanes` integers of the counter's type.
+                    let taken = unsafe { f(lanes, sp(*counter), mask, &mut self.taken) };
+                    if taken == 0 {
+                        self.groups[gi].pc += 1;
+                    } else if taken == group_active {
+                        self.groups[gi].pc = *target;
+                    } else {
+                        let stack = self.groups[gi].stack.clone();
+                        self.split(gi, taken, *target, stack);
+                        self.groups[gi].pc += 1;
+                        return Ok(());
+                    }
+                    continue;
+                }
+                XOp::Call { target } => {
+                    let mut stack = self.groups[gi].stack.clone();
+                    stack.push(pc + 1);
+                    if count == group_active {
+                        let g = &mut self.groups[gi];
+                        g.stack = stack;
+                        g.pc = *target;
+                        continue;
+                    }
+                    self.taken.copy_from_slice(&self.mask);
+                    self.split(gi, count, *target, stack);
+                    self.groups[gi].pc += 1;
+                    return Ok(());
+                }
+                XOp::Ret | XOp::Exit => {
+                    let returning = matches!(inst.op, XOp::Ret) && !self.groups[gi].stack.is_empty();
+                    if count == group_active {
+                        if returning {
+                            let g = &mut self.groups[gi];
+                            g.pc = g.stack.pop().unwrap_or(n);
+                            return Ok(());
+                        }
+                        let g = self.groups.swap_remove(gi);
+                        self.spare_masks.push(g.mask);
+                        return Ok(());
+                    }
+                    // Only the guarded lanes leave.
+                    self.taken.copy_from_slice(&self.mask);
+                    if returning {
+                        let mut stack = self.groups[gi].stack.clone();
+                        let back = stack.pop().unwrap_or(n);
+                        self.split(gi, count, back, stack);
+                        self.groups[gi].pc += 1;
+                        return Ok(());
+                    }
+                    let g = &mut self.groups[gi];
+                    for (m, t) in g.mask.iter_mut().zip(&self.taken) {
+                        *m &= !t;
+                    }
+                    g.active -= count;
+                }
+                XOp::Barrier => {
+                    if count != group_active {
+                        return Err(BackendError::BarrierDivergence {
+                            kernel: ctx.k.kernel.name.clone(),
+                            block: self.block,
+                            pcs: vec![pc],
+                        });
+                    }
+                    self.groups[gi].waiting = true;
+                    return Ok(());
+                }
+            }
+            self.groups[gi].pc += 1;
+        }
+    }
+}
+
+/// Resolves the bits of every constant slot for one launch.
+pub(crate) fn const_bits(k: &CpuKernel, scalar_args: &[Option<u64>]) -> Vec<u64> {
+    k.consts
+        .iter()
+        .map(|&(_, _, src)| match src {
+            ConstSource::Value(v) => v.to_bits(),
+            ConstSource::Param(p) => scalar_args.get(p as usize).copied().flatten().unwrap_or(0),
+        })
+        .collect()
+}

@@ -1,0 +1,290 @@
+//! Loads, stores and atomics across the lanes of a block, bounds-checked.
+//!
+//! Every access is checked before anything is written: if any active lane's index is outside
+//! the array, the instruction writes nothing and reports that lane.
+
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+
+use hologram_isa::{AtomOp, Type};
+
+/// Where an array's elements are for one block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ArrayView {
+    /// Element 0 (of lane 0, for scratch arrays).
+    pub base: *mut u8,
+    /// Elements per lane-visible array.
+    pub len: u64,
+    /// Scratch arrays are per lane: element `k` of lane `l` is at `k * lanes + l`.
+    pub per_lane: bool,
+    /// Lanes per block (for per-lane arrays).
+    pub lanes: usize,
+}
+
+impl ArrayView {
+    #[inline(always)]
+    fn offset(&self, index: i64, lane: usize) -> usize {
+        if self.per_lane {
+            index as usize * self.lanes + lane
+        } else {
+            index as usize
+        }
+    }
+}
+
+/// The first active lane whose index is outside `0..len`, if any.
+#[inline]
+pub(crate) fn first_out_of_bounds(idx: &[i64], len: u64, mask: Option<&[u8]>) -> Option<usize> {
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    match mask {
+        None => {
+            for &i in idx {
+                lo = lo.min(i);
+                hi = hi.max(i);
+            }
+        }
+        Some(m) => {
+            for (&i, &a) in idx.iter().zip(m) {
+                if a != 0 {
+                    lo = lo.min(i);
+                    hi = hi.max(i);
+                }
+            }
+        }
+    }
+    if lo > hi || (lo >= 0 && (hi as u64) < len) {
+        return None;
+    }
+    idx.iter().enumerate().position(|(l, &i)| mask.is_none_or(|m| m[l] != 0) && (i < 0 || i as u64 >= len))
+}
+
+fn contiguous(idx: &[i64]) -> bool {
+    let Some(&first) = idx.first() else { return true };
+    idx.iter().enumerate().all(|(l, &i)| i == first.wrapping_add(l as i64))
+}
+
+/// Loads one element per active lane. `Err(lane)` names an out-of-bounds lane.
+pub(crate) type LoadFn =
+    unsafe fn(n: usize, d: *mut u8, idx: &[i64], view: &ArrayView, mask: Option<&[u8]>) -> Result<(), usize>;
+/// Stores one element per active lane. `Err(lane)` names an out-of-bounds lane.
+pub(crate) type StoreFn =
+    unsafe fn(n: usize, src: *const u8, idx: &[i64], view: &ArrayView, mask: Option<&[u8]>) -> Result<(), usize>;
+
+unsafe fn load<T: Copy>(n: usize, d: *mut u8, idx: &[i64], view: &ArrayView, mask: Option<&[u8]>) -> Result<(), usize> {
+    let idx = &idx[..n];
+    if let Some(l) = first_out_of_bounds(idx, view.len, mask) {
+        return Err(l);
+    }
+    let (d, base) = (d as *mut T, view.base as *const T);
+    if mask.is_none() && !view.per_lane && contiguous(idx) {
+        std::ptr::copy_nonoverlapping(base.add(idx[0] as usize), d, n);
+        return Ok(());
+    }
+    for (l, &i) in idx.iter().enumerate() {
+        if mask.is_none_or(|m| m[l] != 0) {
+            *d.add(l) = *base.add(view.offset(i, l));
+        }
+    }
+    Ok(())
+}
+
+unsafe fn store<T: Copy>(n: usize, s: *const u8, idx: &[i64], view: &ArrayView, mask: Option<&[u8]>) -> Result<(), usize> {
+    let idx = &idx[..n];
+    if let Some(l) = first_out_of_bounds(idx, view.len, mask) {
+        return Err(l);
+    }
+    let (s, base) = (s as *const T, view.base as *mut T);
+    if mask.is_none() && !view.per_lane && contiguous(idx) {
+        std::ptr::copy_nonoverlapping(s, base.add(idx[0] as usize), n);
+        return Ok(());
+    }
+    for (l, &i) in idx.iter().enumerate() {
+        if mask.is_none_or(|m| m[l] != 0) {
+            *base.add(view.offset(i, l)) = *s.add(l);
+        }
+    }
+    Ok(())
+}
+
+/// `ld` for elements of a type's size.
+pub(crate) fn load_fn(ty: Type) -> LoadFn {
+    match ty.size_bytes() {
+        1 => load::<u8>,
+        2 => load::<u16>,
+        4 => load::<u32>,
+        _ => load::<u64>,
+    }
+}
+
+/// `st` for elements of a type's size.
+pub(crate) fn store_fn(ty: Type) -> StoreFn {
+    match ty.size_bytes() {
+        1 => store::<u8>,
+        2 => store::<u16>,
+        4 => store::<u32>,
+        _ => store::<u64>,
+    }
+}
+
+/// An atomic read-modify-write per active lane, in lane order; `d` receives the old values.
+pub(crate) type AtomFn = unsafe fn(
+    n: usize,
+    d: *mut u8,
+    idx: &[i64],
+    view: &ArrayView,
+    a: *const u8,
+    b: *const u8,
+    mask: Option<&[u8]>,
+) -> Result<(), usize>;
+
+macro_rules! atom_int {
+    ($name:ident, $t:ty, $atomic:ty) => {
+        unsafe fn $name(
+            n: usize,
+            d: *mut u8,
+            idx: &[i64],
+            view: &ArrayView,
+            a: *const u8,
+            b: *const u8,
+            mask: Option<&[u8]>,
+            op: AtomOp,
+        ) -> Result<(), usize> {
+            let idx = &idx[..n];
+            if let Some(l) = first_out_of_bounds(idx, view.len, mask) {
+                return Err(l);
+            }
+            let (d, a, b, base) = (d as *mut $t, a as *const $t, b as *const $t, view.base as *mut $t);
+            for (l, &i) in idx.iter().enumerate() {
+                if mask.is_none_or(|m| m[l] != 0) {
+                    // SAFETY: in bounds (checked above) and aligned (bases are 64-byte aligned and
+                    // offsets are whole elements).
+                    let cell = <$atomic>::from_ptr(base.add(i as usize));
+                    let x = *a.add(l);
+                    let old = match op {
+                        AtomOp::Add => cell.fetch_add(x, Ordering::Relaxed),
+                        AtomOp::Min => cell.fetch_min(x, Ordering::Relaxed),
+                        AtomOp::Max => cell.fetch_max(x, Ordering::Relaxed),
+                        AtomOp::Exch => cell.swap(x, Ordering::Relaxed),
+                        AtomOp::Cas => match cell.compare_exchange(x, *b.add(l), Ordering::Relaxed, Ordering::Relaxed) {
+                            Ok(v) | Err(v) => v,
+                        },
+                    };
+                    *d.add(l) = old;
+                }
+            }
+            Ok(())
+        }
+    };
+}
+
+atom_int!(atom_i32, i32, AtomicI32);
+atom_int!(atom_u32, u32, AtomicU32);
+atom_int!(atom_i64, i64, AtomicI64);
+atom_int!(atom_u64, u64, AtomicU64);
+
+macro_rules! atom_float {
+    ($name:ident, $f:ty, $bits:ty, $atomic:ty) => {
+        unsafe fn $name(
+            n: usize,
+            d: *mut u8,
+            idx: &[i64],
+            view: &ArrayView,
+            a: *const u8,
+            _b: *const u8,
+            mask: Option<&[u8]>,
+            op: AtomOp,
+        ) -> Result<(), usize> {
+            let idx = &idx[..n];
+            if let Some(l) = first_out_of_bounds(idx, view.len, mask) {
+                return Err(l);
+            }
+            let (d, a, base) = (d as *mut $bits, a as *const $bits, view.base as *mut $bits);
+            for (l, &i) in idx.iter().enumerate() {
+                if mask.is_none_or(|m| m[l] != 0) {
+                    let cell = <$atomic>::from_ptr(base.add(i as usize));
+                    let x = *a.add(l);
+                    let old = match op {
+                        AtomOp::Exch => cell.swap(x, Ordering::Relaxed),
+                        // Only add and exch are valid on floats (the validator checks).
+                        _ => {
+                            let mut cur = cell.load(Ordering::Relaxed);
+                            loop {
+                                let sum = (<$f>::from_bits(cur) + <$f>::from_bits(x)).to_bits();
+                                match cell.compare_exchange_weak(cur, sum, Ordering::Relaxed, Ordering::Relaxed) {
+                                    Ok(v) => break v,
+                                    Err(v) => cur = v,
+                                }
+                            }
+                        }
+                    };
+                    *d.add(l) = old;
+                }
+            }
+            Ok(())
+        }
+    };
+}
+
+atom_float!(atom_f32, f32, u32, AtomicU32);
+atom_float!(atom_f64, f64, u64, AtomicU64);
+
+macro_rules! atom_entry {
+    ($($entry:ident => $imp:ident, $op:expr;)*) => {$(
+        unsafe fn $entry(n: usize, d: *mut u8, idx: &[i64], view: &ArrayView, a: *const u8, b: *const u8, mask: Option<&[u8]>) -> Result<(), usize> {
+            $imp(n, d, idx, view, a, b, mask, $op)
+        }
+    )*};
+}
+
+macro_rules! atom_entries_for {
+    ($imp:ident, $add:ident, $min:ident, $max:ident, $exch:ident, $cas:ident) => {
+        atom_entry! {
+            $add => $imp, AtomOp::Add;
+            $min => $imp, AtomOp::Min;
+            $max => $imp, AtomOp::Max;
+            $exch => $imp, AtomOp::Exch;
+            $cas => $imp, AtomOp::Cas;
+        }
+    };
+}
+
+atom_entries_for!(atom_i32, i32_add, i32_min, i32_max, i32_exch, i32_cas);
+atom_entries_for!(atom_u32, u32_add, u32_min, u32_max, u32_exch, u32_cas);
+atom_entries_for!(atom_i64, i64_add, i64_min, i64_max, i64_exch, i64_cas);
+atom_entries_for!(atom_u64, u64_add, u64_min, u64_max, u64_exch, u64_cas);
+atom_entries_for!(atom_f32, f32_add, f32_min, f32_max, f32_exch, f32_cas);
+atom_entries_for!(atom_f64, f64_add, f64_min, f64_max, f64_exch, f64_cas);
+
+/// The atomic for an operation and element type (None where the ISA has none).
+pub(crate) fn atom_fn(op: AtomOp, ty: Type) -> Option<AtomFn> {
+    let row: [AtomFn; 5] = match ty {
+        Type::I32 => [i32_add, i32_min, i32_max, i32_exch, i32_cas],
+        Type::U32 => [u32_add, u32_min, u32_max, u32_exch, u32_cas],
+        Type::I64 => [i64_add, i64_min, i64_max, i64_exch, i64_cas],
+        Type::U64 => [u64_add, u64_min, u64_max, u64_exch, u64_cas],
+        Type::F32 if matches!(op, AtomOp::Add | AtomOp::Exch) => [f32_add, f32_min, f32_max, f32_exch, f32_cas],
+        Type::F64 if matches!(op, AtomOp::Add | AtomOp::Exch) => [f64_add, f64_min, f64_max, f64_exch, f64_cas],
+        _ => return None,
+    };
+    let i = match op {
+        AtomOp::Add => 0,
+        AtomOp::Min => 1,
+        AtomOp::Max => 2,
+        AtomOp::Exch => 3,
+        AtomOp::Cas => 4,
+    };
+    Some(row[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds() {
+        assert_eq!(first_out_of_bounds(&[0, 1, 2], 3, None), None);
+        assert_eq!(first_out_of_bounds(&[0, 3, 2], 3, None), Some(1));
+        assert_eq!(first_out_of_bounds(&[0, -1, 2], 3, None), Some(1));
+        assert_eq!(first_out_of_bounds(&[0, 9, 2], 3, Some(&[1, 0, 1])), None);
+        assert_eq!(first_out_of_bounds(&[5, 9, 2], 3, Some(&[0, 0, 0])), None);
+    }
+}

@@ -1,0 +1,199 @@
+//! The CPU backend: an interpreter that runs any valid kernel.
+//!
+//! Each block executes instruction by instruction across all of its lanes at once
+//! (structure-of-arrays registers, active masks for divergence), and blocks run in parallel on
+//! rayon's thread pool. Every access to a buffer, shared or scratch array is bounds-checked.
+//! Launches are synchronous.
+
+mod compile;
+mod exec;
+mod lanes;
+mod memops;
+mod memory;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hologram_isa::{Kernel, ParamKind};
+use rayon::prelude::*;
+
+pub use memory::CpuMemory;
+
+use self::compile::CpuKernel;
+use self::exec::{BlockState, LaunchCtx};
+use self::memops::ArrayView;
+use crate::backend::{
+    Backend, BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
+};
+use crate::error::{BackendError, Result};
+use crate::launch::{check_launch, check_range};
+
+/// Most lanes in one block on the CPU (as on CUDA).
+pub const MAX_BLOCK_LANES: u32 = 1024;
+
+/// The CPU backend. Always available.
+#[derive(Debug, Default)]
+pub struct CpuBackend {
+    _private: (),
+}
+
+impl CpuBackend {
+    /// Creates the backend (it uses rayon's global thread pool).
+    pub fn new() -> Self {
+        CpuBackend { _private: () }
+    }
+
+    fn memory<'a>(&self, m: &'a Memory) -> Result<&'a CpuMemory> {
+        m.as_any().downcast_ref::<CpuMemory>().ok_or_else(|| BackendError::ForeignBuffer("not host memory".into()))
+    }
+}
+
+fn cpu_name() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    format!("{model} ({} threads)", rayon::current_num_threads())
+}
+
+impl Backend for CpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
+    }
+
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            kind: BackendKind::Cpu,
+            name: cpu_name(),
+            memory_bytes: None,
+            compute_units: rayon::current_num_threads() as u32,
+            arch: std::env::consts::ARCH.to_string(),
+            driver: None,
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_block_lanes: MAX_BLOCK_LANES,
+            max_shared_bytes: hologram_isa::MAX_SHARED_BYTES,
+            host_memory: true,
+        }
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<Memory> {
+        Ok(Arc::new(CpuMemory::new(bytes)?))
+    }
+
+    fn copy_in(&self, dst: &Memory, offset: usize, src: &[u8]) -> Result<()> {
+        let m = self.memory(dst)?;
+        check_range(offset, src.len(), m.size_bytes())?;
+        // SAFETY: range checked; `src` cannot overlap device memory handed out as `&[u8]`
+        // because callers only get copies.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), m.as_ptr().add(offset), src.len()) };
+        Ok(())
+    }
+
+    fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let m = self.memory(src)?;
+        check_range(offset, dst.len(), m.size_bytes())?;
+        // SAFETY: range checked.
+        unsafe { std::ptr::copy_nonoverlapping(m.as_ptr().add(offset), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    fn copy(&self, src: &Memory, src_offset: usize, dst: &Memory, dst_offset: usize, len: usize) -> Result<()> {
+        let (s, d) = (self.memory(src)?, self.memory(dst)?);
+        check_range(src_offset, len, s.size_bytes())?;
+        check_range(dst_offset, len, d.size_bytes())?;
+        // SAFETY: both ranges checked; `copy` handles overlap within one allocation.
+        unsafe { std::ptr::copy(s.as_ptr().add(src_offset), d.as_ptr().add(dst_offset), len) };
+        Ok(())
+    }
+
+    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
+        let _span = tracing::debug_span!("compile", backend = "cpu", kernel = %kernel.name).entered();
+        let lowered = compile::lower(kernel)?;
+        Ok(CompiledKernel::new(kernel.clone(), Arc::new(lowered)))
+    }
+
+    fn launch(&self, kernel: &CompiledKernel, config: &LaunchConfig, args: &[KernelArg]) -> Result<()> {
+        let k: &CpuKernel = kernel.downcast().ok_or_else(|| BackendError::Compile {
+            kernel: kernel.kernel().name.clone(),
+            log: "this kernel was compiled by another backend".into(),
+        })?;
+        let kern = &k.kernel;
+        let _span = tracing::debug_span!("launch", backend = "cpu", kernel = %kern.name, grid = ?config.grid, block = ?config.block).entered();
+        check_launch(kern, config, args, &self.capabilities())?;
+        let blocks = config.grid_blocks();
+        if blocks == 0 {
+            return Ok(());
+        }
+        let lanes = config.block_lanes() as usize;
+        let mut globals = Vec::with_capacity(args.len());
+        let mut scalars = Vec::with_capacity(args.len());
+        for (param, arg) in kern.params.iter().zip(args) {
+            match (arg, param.kind) {
+                (KernelArg::Buffer(b), ParamKind::Buffer { elem, .. }) => {
+                    let m = self.memory(&b.memory)?;
+                    // SAFETY: the range was checked against the allocation by `check_launch`.
+                    let base = unsafe { m.as_ptr().add(b.offset) };
+                    globals.push(ArrayView { base, len: (b.len / elem.size_bytes()) as u64, per_lane: false, lanes });
+                    scalars.push(None);
+                }
+                (KernelArg::Scalar(v), _) => {
+                    globals.push(ArrayView { base: std::ptr::null_mut(), len: 0, per_lane: false, lanes });
+                    scalars.push(Some(v.to_bits()));
+                }
+                _ => unreachable_mismatch()?,
+            }
+        }
+        let ctx = LaunchCtx {
+            k,
+            grid: config.grid,
+            block: config.block,
+            lanes,
+            globals,
+            const_bits: exec::const_bits(k, &scalars),
+        };
+        let failed = AtomicBool::new(false);
+        let first_error: Mutex<Option<BackendError>> = Mutex::new(None);
+        let run = |state: &mut BlockState, b: u64| {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            if let Err(e) = state.run_block(&ctx, b) {
+                failed.store(true, Ordering::Relaxed);
+                if let Ok(mut slot) = first_error.lock() {
+                    slot.get_or_insert(e);
+                }
+            }
+        };
+        if blocks == 1 {
+            let mut state = BlockState::new(&ctx);
+            run(&mut state, 0);
+        } else {
+            (0..blocks).into_par_iter().for_each_init(|| BlockState::new(&ctx), |state, b| run(state, b));
+        }
+        match first_error.into_inner() {
+            Ok(Some(e)) => Err(e),
+            Ok(None) => Ok(()),
+            Err(_) => Err(BackendError::Device("a CPU worker panicked during the launch".into())),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// `check_launch` has matched arguments to parameters; reaching this is a bug, reported as an
+/// error rather than a panic.
+fn unreachable_mismatch() -> Result<()> {
+    Err(BackendError::Device("internal error: argument kind changed after validation".into()))
+}
+
+impl CpuMemory {
+    fn size_bytes(&self) -> usize {
+        crate::backend::DeviceMemory::size(self)
+    }
+}
