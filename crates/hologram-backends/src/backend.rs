@@ -201,3 +201,9 @@ pub trait Backend: Send + Sync {
     /// Waits for all submitted work.
     fn synchronize(&self) -> Result<()>;
 }
+
+impl From<Value> for KernelArg {
+    fn from(v: Value) -> Self {
+        KernelArg::Scalar(v)
+    }
+}

@@ -1,0 +1,119 @@
+//! Choosing a backend: names, availability, and the automatic choice.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use hologram_backends::{Backend, CpuBackend, DeviceInfo};
+
+use crate::error::{Error, Result};
+
+/// A backend an [`crate::Executor`] can run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackendType {
+    /// The interpreter on the host CPU (always available).
+    Cpu,
+    /// NVIDIA GPUs through CUDA.
+    Cuda,
+    /// Apple GPUs through Metal (wgpu), macOS only.
+    Metal,
+    /// GPUs through Vulkan (wgpu).
+    Vulkan,
+    /// GPUs through DirectX 12 (wgpu), Windows only.
+    Dx12,
+}
+
+impl BackendType {
+    /// Every backend type, in the order `new_auto` prefers them (the CPU last).
+    pub const ALL: [BackendType; 5] =
+        [BackendType::Cuda, BackendType::Metal, BackendType::Vulkan, BackendType::Dx12, BackendType::Cpu];
+
+    /// The name used by `HOLOGRAM_BACKEND`, the CLI and Python.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendType::Cpu => "cpu",
+            BackendType::Cuda => "cuda",
+            BackendType::Metal => "metal",
+            BackendType::Vulkan => "vulkan",
+            BackendType::Dx12 => "dx12",
+        }
+    }
+}
+
+impl fmt::Display for BackendType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BackendType {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let lower = s.trim().to_ascii_lowercase();
+        BackendType::ALL
+            .into_iter()
+            .find(|b| b.name() == lower)
+            .ok_or_else(|| Error::UnknownBackend(s.to_string()))
+    }
+}
+
+/// Whether a backend can run here, and on what device (or why not).
+#[derive(Debug, Clone)]
+pub struct Availability {
+    /// The backend.
+    pub backend: BackendType,
+    /// Its device, or the reason it cannot run.
+    pub status: std::result::Result<DeviceInfo, String>,
+}
+
+/// Opens a backend, or says why it cannot run here.
+pub(crate) fn open(kind: BackendType) -> Result<Arc<dyn Backend>> {
+    let unavailable = |reason: &str| Error::BackendUnavailable { backend: kind.name().into(), reason: reason.into() };
+    match kind {
+        BackendType::Cpu => Ok(Arc::new(CpuBackend::new())),
+        BackendType::Cuda => Err(unavailable(
+            "this build of Hologram has no CUDA support (build with the 'cuda' feature)",
+        )),
+        BackendType::Metal if !cfg!(target_os = "macos") => {
+            Err(unavailable("Metal exists only on macOS; on this machine use cuda, vulkan or cpu"))
+        }
+        BackendType::Dx12 if !cfg!(target_os = "windows") => {
+            Err(unavailable("DirectX 12 exists only on Windows; on this machine use cuda, vulkan or cpu"))
+        }
+        BackendType::Metal | BackendType::Vulkan | BackendType::Dx12 => Err(unavailable(
+            "this build of Hologram has no wgpu support (build with the 'wgpu' feature)",
+        )),
+    }
+}
+
+/// Every backend with its device or the reason it is unavailable.
+pub fn availability() -> Vec<Availability> {
+    BackendType::ALL
+        .into_iter()
+        .map(|backend| Availability {
+            backend,
+            status: open(backend).map(|b| b.info()).map_err(|e| match e {
+                Error::BackendUnavailable { reason, .. } => reason,
+                other => other.to_string(),
+            }),
+        })
+        .collect()
+}
+
+/// The backend `new_auto` picks: `HOLOGRAM_BACKEND` if set (and not `auto`), else CUDA, then a
+/// hardware Metal/Vulkan/DX12 adapter, then the CPU.
+pub(crate) fn open_auto() -> Result<(BackendType, Arc<dyn Backend>)> {
+    if let Ok(name) = std::env::var("HOLOGRAM_BACKEND") {
+        if !name.trim().is_empty() && !name.trim().eq_ignore_ascii_case("auto") {
+            let kind: BackendType = name.parse()?;
+            return Ok((kind, open(kind)?));
+        }
+    }
+    for kind in BackendType::ALL {
+        if let Ok(b) = open(kind) {
+            return Ok((kind, b));
+        }
+    }
+    Ok((BackendType::Cpu, open(BackendType::Cpu)?))
+}

@@ -1,0 +1,150 @@
+//! Typed device buffers that free themselves.
+
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::Range;
+use std::sync::Arc;
+
+use hologram_backends::{BufferArg, KernelArg, Memory};
+
+use crate::alloc::Block;
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::executor::{Executor, Inner};
+
+/// `len` elements of `T` in device memory, returned to the executor's allocator on drop.
+pub struct Buffer<T: Element> {
+    inner: Arc<Inner>,
+    /// Taken only in `drop`.
+    block: ManuallyDrop<Block>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element> std::fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buffer<{}>[{}] on {}", T::TYPE, self.len, self.inner.backend_type)
+    }
+}
+
+impl<T: Element> Buffer<T> {
+    pub(crate) fn new(exec: &Executor, len: usize) -> Result<Self> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::LengthMismatch(format!("{len} elements of {} overflow the address space", T::TYPE))
+        })?;
+        let block = exec.inner.allocator.allocate(bytes)?;
+        Ok(Buffer { inner: exec.inner.clone(), block: ManuallyDrop::new(block), len, _t: PhantomData })
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-length buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    /// The executor the buffer belongs to.
+    pub fn executor(&self) -> Executor {
+        Executor { inner: self.inner.clone() }
+    }
+
+    /// The device allocation (it may be larger than the buffer).
+    pub fn memory(&self) -> &Memory {
+        &self.block.memory
+    }
+
+    fn check_range(&self, range: &Range<usize>) -> Result<()> {
+        if range.start > range.end || range.end > self.len {
+            return Err(Error::LengthMismatch(format!(
+                "range {}..{} is outside a buffer of {} elements",
+                range.start, range.end, self.len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into the whole buffer; `data.len()` must equal the buffer's length.
+    pub fn write(&self, data: &[T]) -> Result<()> {
+        if data.len() != self.len {
+            return Err(Error::LengthMismatch(format!(
+                "cannot write {} elements into a buffer of {}",
+                data.len(),
+                self.len
+            )));
+        }
+        self.write_at(0, data)
+    }
+
+    /// Copies `data` into the buffer starting at element `offset`.
+    pub fn write_at(&self, offset: usize, data: &[T]) -> Result<()> {
+        self.check_range(&(offset..offset.saturating_add(data.len())))?;
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        Ok(self.inner.backend.copy_in(self.memory(), offset * std::mem::size_of::<T>(), bytes)?)
+    }
+
+    /// Copies the buffer into `out`; `out.len()` must equal the buffer's length.
+    pub fn read_into(&self, out: &mut [T]) -> Result<()> {
+        if out.len() != self.len {
+            return Err(Error::LengthMismatch(format!(
+                "cannot read a buffer of {} elements into {}",
+                self.len,
+                out.len()
+            )));
+        }
+        self.read_range_into(0, out)
+    }
+
+    /// Copies elements `offset..offset + out.len()` into `out`.
+    pub fn read_range_into(&self, offset: usize, out: &mut [T]) -> Result<()> {
+        self.check_range(&(offset..offset.saturating_add(out.len())))?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        Ok(self.inner.backend.copy_out(self.memory(), offset * std::mem::size_of::<T>(), bytes)?)
+    }
+
+    /// The contents as a vector.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut v = vec![T::zeroed(); self.len];
+        self.read_into(&mut v)?;
+        Ok(v)
+    }
+
+    /// Copies the contents of another buffer of the same length.
+    pub fn copy_from(&self, src: &Buffer<T>) -> Result<()> {
+        if src.len != self.len {
+            return Err(Error::LengthMismatch(format!("cannot copy {} elements into {}", src.len, self.len)));
+        }
+        Ok(self.inner.backend.copy(src.memory(), 0, self.memory(), 0, self.size_bytes())?)
+    }
+
+    /// The whole buffer as a launch argument.
+    pub fn arg(&self) -> KernelArg {
+        KernelArg::Buffer(BufferArg { memory: self.memory().clone(), offset: 0, len: self.size_bytes() })
+    }
+
+    /// Elements `range` as a launch argument (the kernel sees `range.len()` elements).
+    pub fn slice_arg(&self, range: Range<usize>) -> Result<KernelArg> {
+        self.check_range(&range)?;
+        let size = std::mem::size_of::<T>();
+        Ok(KernelArg::Buffer(BufferArg {
+            memory: self.memory().clone(),
+            offset: range.start * size,
+            len: range.len() * size,
+        }))
+    }
+}
+
+impl<T: Element> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: `block` is never used again after this.
+        let block = unsafe { ManuallyDrop::take(&mut self.block) };
+        self.inner.allocator.release(block);
+    }
+}

@@ -1,0 +1,46 @@
+//! Errors of the core.
+
+use hologram_backends::BackendError;
+
+/// What went wrong. Messages say what happened and what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// A backend was asked for that cannot run here.
+    #[error("the {backend} backend is not available: {reason}")]
+    BackendUnavailable {
+        /// The backend asked for.
+        backend: String,
+        /// Why it cannot run.
+        reason: String,
+    },
+    /// `HOLOGRAM_BACKEND` or a backend name is not one Hologram knows.
+    #[error("unknown backend '{0}' (expected auto, cpu, cuda, metal, vulkan, dx12 or wgpu)")]
+    UnknownBackend(String),
+    /// A program failed to parse or validate.
+    #[error("invalid program: {0}")]
+    Program(String),
+    /// Sizes that must agree do not.
+    #[error("length mismatch: {0}")]
+    LengthMismatch(String),
+    /// A buffer of the wrong element type.
+    #[error("type mismatch: {0}")]
+    TypeMismatch(String),
+    /// An error from the backend (out-of-bounds access, out of memory, compile failure, ...).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+impl From<hologram_isa::AsmError> for Error {
+    fn from(e: hologram_isa::AsmError) -> Self {
+        Error::Program(e.to_string())
+    }
+}
+
+impl From<hologram_isa::ValidationError> for Error {
+    fn from(e: hologram_isa::ValidationError) -> Self {
+        Error::Program(e.to_string())
+    }
+}
+
+/// Result type of the core.
+pub type Result<T> = std::result::Result<T, Error>;

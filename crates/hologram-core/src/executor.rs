@@ -1,0 +1,176 @@
+//! The Executor: one backend, its caching allocator and its kernel cache.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use hologram_backends::{Backend, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig};
+use hologram_compiler::Digest;
+use hologram_isa::Kernel;
+
+use crate::alloc::{AllocatorStats, CachingAllocator};
+use crate::backend_type::{self, BackendType};
+use crate::buffer::Buffer;
+use crate::element::Element;
+use crate::error::Result;
+
+/// Counters of an executor's kernel cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelCacheStats {
+    /// Kernels compiled by the backend.
+    pub compiles: u64,
+    /// Requests served from the cache.
+    pub hits: u64,
+    /// Kernels held.
+    pub entries: u64,
+}
+
+pub(crate) struct Inner {
+    pub backend: Arc<dyn Backend>,
+    pub backend_type: BackendType,
+    pub allocator: CachingAllocator,
+    kernels: Mutex<(HashMap<Digest, CompiledKernel>, KernelCacheStats)>,
+}
+
+/// Runs kernels on one backend. Cheap to clone (clones share the backend, allocator and cache).
+///
+/// ```
+/// use hologram_core::{Executor, BackendType, LaunchConfig};
+/// use hologram_isa::semantics::Value;
+///
+/// let exec = Executor::new_with_backend(BackendType::Cpu)?;
+/// let kernel = exec.assemble(".kernel iota\n.param .buf.u32 y .rw\n    mov.u32 %i, %gid;\n    st.u32 y[%i], %i;\n")?;
+/// let y = exec.allocate::<u32>(64)?;
+/// exec.launch(&kernel, &LaunchConfig::linear(2, 32), &[y.arg()])?;
+/// assert_eq!(y.to_vec()?[63], 63);
+/// # Ok::<(), hologram_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Executor {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Executor({})", self.inner.backend_type)
+    }
+}
+
+impl Executor {
+    fn from_backend(backend_type: BackendType, backend: Arc<dyn Backend>) -> Self {
+        Executor {
+            inner: Arc::new(Inner {
+                allocator: CachingAllocator::new(backend.clone()),
+                backend,
+                backend_type,
+                kernels: Mutex::new((HashMap::new(), KernelCacheStats::default())),
+            }),
+        }
+    }
+
+    /// An executor on the given backend, or an error saying why it cannot run here.
+    pub fn new_with_backend(backend: BackendType) -> Result<Self> {
+        Ok(Self::from_backend(backend, backend_type::open(backend)?))
+    }
+
+    /// An executor on the best available backend: `HOLOGRAM_BACKEND` if set, else CUDA, then a
+    /// hardware Metal/Vulkan/DX12 GPU, then the CPU.
+    pub fn new_auto() -> Result<Self> {
+        let (kind, backend) = backend_type::open_auto()?;
+        Ok(Self::from_backend(kind, backend))
+    }
+
+    /// An executor on the CPU backend (always available).
+    pub fn cpu() -> Self {
+        Self::from_backend(BackendType::Cpu, Arc::new(hologram_backends::CpuBackend::new()))
+    }
+
+    /// Which backend this executor runs on.
+    pub fn backend_type(&self) -> BackendType {
+        self.inner.backend_type
+    }
+
+    /// The backend itself, for library code that talks to it directly.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    /// The device.
+    pub fn info(&self) -> DeviceInfo {
+        self.inner.backend.info()
+    }
+
+    /// What the device can run.
+    pub fn capabilities(&self) -> Capabilities {
+        self.inner.backend.capabilities()
+    }
+
+    /// A buffer of `len` elements (contents unspecified; use [`Executor::zeros`] for zeros).
+    pub fn allocate<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
+        Buffer::new(self, len)
+    }
+
+    /// A buffer of `len` zeros.
+    pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
+        let b = Buffer::new(self, len)?;
+        b.write(&vec![T::zeroed(); len])?;
+        Ok(b)
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn from_slice<T: Element>(&self, data: &[T]) -> Result<Buffer<T>> {
+        let b = Buffer::new(self, data.len())?;
+        b.write(data)?;
+        Ok(b)
+    }
+
+    /// Compiles a kernel, or returns the cached compiled form of an identical kernel.
+    pub fn compile(&self, kernel: &Kernel) -> Result<CompiledKernel> {
+        let key = hologram_compiler::digest(kernel);
+        {
+            let mut guard = self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner());
+            let (cache, stats) = &mut *guard;
+            if let Some(k) = cache.get(&key) {
+                stats.hits += 1;
+                return Ok(k.clone());
+            }
+        }
+        let compiled = self.inner.backend.compile(&Arc::new(kernel.clone()))?;
+        let mut guard = self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner());
+        let (cache, stats) = &mut *guard;
+        stats.compiles += 1;
+        cache.insert(key, compiled.clone());
+        stats.entries = cache.len() as u64;
+        Ok(compiled)
+    }
+
+    /// Assembles `.hasm` text and compiles it.
+    pub fn assemble(&self, text: &str) -> Result<CompiledKernel> {
+        self.compile(&hologram_isa::assemble(text)?)
+    }
+
+    /// Launches a compiled kernel. `args[i]` binds parameter `i`: use [`Buffer::arg`] for
+    /// buffers and a [`hologram_isa::semantics::Value`] (`.into()`) for scalars.
+    pub fn launch(&self, kernel: &CompiledKernel, config: &LaunchConfig, args: &[KernelArg]) -> Result<()> {
+        Ok(self.inner.backend.launch(kernel, config, args)?)
+    }
+
+    /// Waits for all submitted work.
+    pub fn synchronize(&self) -> Result<()> {
+        Ok(self.inner.backend.synchronize()?)
+    }
+
+    /// Counters of the caching allocator.
+    pub fn allocator_stats(&self) -> AllocatorStats {
+        self.inner.allocator.stats()
+    }
+
+    /// Returns cached free blocks to the device.
+    pub fn empty_cache(&self) {
+        self.inner.allocator.empty_cache()
+    }
+
+    /// Counters of the kernel cache.
+    pub fn kernel_cache_stats(&self) -> KernelCacheStats {
+        self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+}

@@ -1,0 +1,120 @@
+//! Executor behaviour: backend choice, buffers, allocator, kernel cache, launch errors.
+
+use hologram_backends::BackendError;
+use hologram_core::{BackendType, Error, Executor, LaunchConfig};
+use hologram_isa::semantics::Value;
+
+#[test]
+fn unavailable_backends_say_why() {
+    for kind in [BackendType::Cuda, BackendType::Metal, BackendType::Dx12] {
+        match Executor::new_with_backend(kind) {
+            Err(Error::BackendUnavailable { backend, reason }) => {
+                assert_eq!(backend, kind.name());
+                assert!(!reason.is_empty());
+            }
+            Ok(e) => assert_eq!(e.backend_type(), kind, "available here"),
+            Err(other) => panic!("unexpected error {other}"),
+        }
+    }
+    let err = "tpu".parse::<BackendType>().unwrap_err();
+    assert!(err.to_string().contains("unknown backend 'tpu'"));
+}
+
+#[test]
+fn env_override_and_auto() {
+    // Runs in one test so the environment variable is not raced by another test.
+    std::env::set_var("HOLOGRAM_BACKEND", "cpu");
+    assert_eq!(Executor::new_auto().unwrap().backend_type(), BackendType::Cpu);
+    std::env::set_var("HOLOGRAM_BACKEND", "nonsense");
+    assert!(matches!(Executor::new_auto(), Err(Error::UnknownBackend(_))));
+    std::env::remove_var("HOLOGRAM_BACKEND");
+    let exec = Executor::new_auto().unwrap();
+    assert!(hologram_core::availability().iter().any(|a| a.backend == exec.backend_type() && a.status.is_ok()));
+}
+
+#[test]
+fn buffers_round_trip_with_offsets() {
+    let exec = Executor::cpu();
+    let b = exec.from_slice(&[1u16, 2, 3, 4, 5]).unwrap();
+    b.write_at(3, &[40, 50]).unwrap();
+    let mut mid = [0u16; 3];
+    b.read_range_into(1, &mut mid).unwrap();
+    assert_eq!(mid, [2, 3, 40]);
+    assert!(matches!(b.write(&[1, 2]), Err(Error::LengthMismatch(_))));
+    assert!(b.write_at(4, &[1, 2]).is_err());
+    let c = exec.zeros::<u16>(5).unwrap();
+    c.copy_from(&b).unwrap();
+    assert_eq!(c.to_vec().unwrap(), vec![1, 2, 3, 40, 50]);
+}
+
+#[test]
+fn allocator_reuses_freed_blocks() {
+    let exec = Executor::cpu();
+    let before = exec.allocator_stats();
+    {
+        let _a = exec.allocate::<f32>(1000).unwrap();
+    }
+    let _b = exec.allocate::<f32>(990).unwrap(); // same 4000-byte class
+    let s = exec.allocator_stats();
+    assert_eq!(s.allocations - before.allocations, 2);
+    assert_eq!(s.cache_hits - before.cache_hits, 1);
+    assert_eq!(s.device_allocations - before.device_allocations, 1);
+    assert_eq!(s.bytes_in_use, 3960);
+    drop(_b);
+    exec.empty_cache();
+    let s = exec.allocator_stats();
+    assert_eq!((s.bytes_in_use, s.bytes_cached, s.bytes_reserved), (0, 0, 0));
+}
+
+#[test]
+fn kernel_cache_compiles_identical_programs_once() {
+    let exec = Executor::cpu();
+    let text = ".kernel k\n.param .buf.u32 y .rw\n    st.u32 y[%gid], 7;\n";
+    let _ = exec.assemble(text).unwrap();
+    let _ = exec.assemble(&format!("// same kernel, other layout\n{text}")).unwrap();
+    let s = exec.kernel_cache_stats();
+    assert_eq!((s.compiles, s.hits, s.entries), (1, 1, 1));
+}
+
+#[test]
+fn out_of_bounds_store_leaves_every_buffer_intact() {
+    let exec = Executor::cpu();
+    let kernel = exec
+        .assemble(
+            ".kernel spill\n.param .buf.f32 a .rw\n.param .buf.f32 b .rw\n.param .buf.f32 c .rw\n.param .u32 shift\n    mov.u32 %i, %gid;\n    add.u32 %j, %i, shift;\n    st.f32 b[%j], -1.0;\n",
+        )
+        .unwrap();
+    let init: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let (a, b, c) = (exec.from_slice(&init).unwrap(), exec.from_slice(&init).unwrap(), exec.from_slice(&init).unwrap());
+    // Each block of 64 lanes has some lanes past the end of `b`.
+    let err = exec
+        .launch(&kernel, &LaunchConfig::linear(4, 64), &[a.arg(), b.arg(), c.arg(), Value::U32(8).into()])
+        .unwrap_err();
+    match err {
+        Error::Backend(BackendError::OutOfBounds { kernel, array, index, len }) => {
+            assert_eq!((kernel.as_str(), array.as_str(), len), ("spill", "b", 64));
+            assert!(index >= 64, "{index}");
+        }
+        other => panic!("expected OutOfBounds, got {other}"),
+    }
+    for buf in [&a, &b, &c] {
+        assert_eq!(buf.to_vec().unwrap(), init, "a buffer changed");
+    }
+}
+
+#[test]
+fn launch_argument_errors_are_clear() {
+    let exec = Executor::cpu();
+    let kernel = exec.assemble(".kernel k\n.param .buf.f32 y .rw\n.param .u32 n\n    exit;\n").unwrap();
+    let y = exec.allocate::<f32>(4).unwrap();
+    let cfg = LaunchConfig::linear(1, 1);
+    let msg = exec.launch(&kernel, &cfg, &[y.arg()]).unwrap_err().to_string();
+    assert!(msg.contains("takes 2 arguments (y, n), got 1"), "{msg}");
+    let msg = exec.launch(&kernel, &cfg, &[y.arg(), Value::F32(1.0).into()]).unwrap_err().to_string();
+    assert!(msg.contains("'n' must be a u32 scalar, got f32"), "{msg}");
+    let msg = exec.launch(&kernel, &LaunchConfig::linear(1, 2048), &[y.arg(), Value::U32(1).into()]).unwrap_err().to_string();
+    assert!(msg.contains("exceeds the device limit of 1024"), "{msg}");
+    let z = exec.allocate::<u8>(6).unwrap();
+    let msg = exec.launch(&kernel, &cfg, &[z.arg(), Value::U32(1).into()]).unwrap_err().to_string();
+    assert!(msg.contains("4-byte element boundaries"), "{msg}");
+}
