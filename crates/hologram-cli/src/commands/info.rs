@@ -1,0 +1,25 @@
+//! `hologram info`
+
+use crate::error::CliError;
+
+pub fn run() -> Result<(), CliError> {
+    println!("hologram {}", env!("CARGO_PKG_VERSION"));
+    println!("backends:");
+    for a in hologram_core::availability() {
+        match &a.status {
+            Ok(info) => {
+                let mem = info.memory_bytes.map(|b| format!(", {:.1} GiB", b as f64 / (1u64 << 30) as f64)).unwrap_or_default();
+                let driver = info.driver.as_ref().map(|d| format!(", driver {d}")).unwrap_or_default();
+                println!("  {:<7} available    {} [{}{mem}{driver}]", a.backend.name(), info.name, info.arch);
+            }
+            Err(reason) => println!("  {:<7} unavailable  {reason}", a.backend.name()),
+        }
+    }
+    let chosen = hologram_core::Executor::new_auto()?;
+    let why = match std::env::var("HOLOGRAM_BACKEND") {
+        Ok(v) if !v.trim().is_empty() => format!("HOLOGRAM_BACKEND={v}"),
+        _ => "best available; set HOLOGRAM_BACKEND to override".to_string(),
+    };
+    println!("default: {} ({why})", chosen.backend_type());
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! `hologram run FILE --grid ... --block ... --arg name=... --out name=file.npy`
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use hologram_backends::{BufferArg, KernelArg, LaunchConfig, Memory};
+use hologram_isa::semantics::Value;
+use hologram_isa::{ParamKind, Type};
+
+use crate::error::CliError;
+use crate::npy;
+
+/// Arguments of `hologram run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The kernel.
+    file: PathBuf,
+    /// Blocks: X or X,Y or X,Y,Z.
+    #[arg(long, default_value = "1")]
+    grid: String,
+    /// Lanes per block: X or X,Y or X,Y,Z.
+    #[arg(long, default_value = "256")]
+    block: String,
+    /// Bind a parameter: `name=@file.npy` (buffer from a file), `name=zeros:N` (N zeros), or
+    /// `name=VALUE` (scalar).
+    #[arg(long = "arg", value_name = "NAME=VALUE")]
+    args: Vec<String>,
+    /// Write a buffer parameter after the run: `name=file.npy`.
+    #[arg(long = "out", value_name = "NAME=FILE")]
+    outs: Vec<String>,
+    /// Backend (auto, cpu, cuda, metal, vulkan, dx12).
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// Launch this many times (buffers are restored before each run) and report the median.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Skip bounds checks on GPUs (out-of-bounds accesses become undefined behaviour).
+    #[arg(long)]
+    unchecked: bool,
+}
+
+fn dims(text: &str, what: &str) -> Result<[u32; 3], CliError> {
+    let parts: Vec<&str> = text.split(',').collect();
+    if parts.is_empty() || parts.len() > 3 {
+        return Err(CliError::Usage(format!("--{what} takes X, X,Y or X,Y,Z; got '{text}'")));
+    }
+    let mut d = [1u32; 3];
+    for (i, p) in parts.iter().enumerate() {
+        d[i] = p.trim().parse().map_err(|_| CliError::Usage(format!("--{what}: '{p}' is not a number")))?;
+    }
+    Ok(d)
+}
+
+fn split_binding<'a>(text: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliError> {
+    text.split_once('=').ok_or_else(|| CliError::Usage(format!("--{flag} takes NAME=VALUE; got '{text}'")))
+}
+
+struct Bound {
+    name: String,
+    ty: Type,
+    memory: Memory,
+    initial: Vec<u8>,
+}
+
+pub fn run(a: &RunArgs) -> Result<(), CliError> {
+    let kernel = super::assemble_file(&a.file)?;
+    let exec = super::executor(&a.backend)?;
+    let config = LaunchConfig { grid: dims(&a.grid, "grid")?, block: dims(&a.block, "block")?, bounds_checks: !a.unchecked };
+    let mut given = std::collections::HashMap::new();
+    for b in &a.args {
+        let (name, value) = split_binding(b, "arg")?;
+        if given.insert(name.to_string(), value.to_string()).is_some() {
+            return Err(CliError::Usage(format!("'{name}' is bound twice")));
+        }
+    }
+    for name in given.keys() {
+        if kernel.params.iter().all(|p| &p.name != name) {
+            let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
+            return Err(CliError::Usage(format!("kernel '{}' has no parameter '{name}' (it has {})", kernel.name, names.join(", "))));
+        }
+    }
+    let backend = exec.backend();
+    let mut args = Vec::new();
+    let mut bound: Vec<Bound> = Vec::new();
+    for p in &kernel.params {
+        let value = given
+            .get(&p.name)
+            .ok_or_else(|| CliError::Usage(format!("missing --arg {}=... for parameter '{}'", p.name, p.name)))?;
+        match p.kind {
+            ParamKind::Scalar(ty) => {
+                let v = Value::parse(ty, value)
+                    .ok_or_else(|| CliError::Usage(format!("'{value}' is not a valid {ty} for parameter '{}'", p.name)))?;
+                args.push(KernelArg::Scalar(v));
+            }
+            ParamKind::Buffer { elem, .. } => {
+                let bytes = if let Some(file) = value.strip_prefix('@') {
+                    let arr = npy::read(std::path::Path::new(file))?;
+                    if arr.ty != elem {
+                        return Err(CliError::Usage(format!("{file} holds {} but parameter '{}' is a buffer of {elem}", arr.ty, p.name)));
+                    }
+                    arr.data
+                } else if let Some(n) = value.strip_prefix("zeros:") {
+                    let n: usize = n.parse().map_err(|_| CliError::Usage(format!("zeros:{n} needs a count")))?;
+                    vec![0u8; n * elem.size_bytes()]
+                } else {
+                    return Err(CliError::Usage(format!(
+                        "parameter '{}' is a buffer: bind it with {}=@file.npy or {}=zeros:N",
+                        p.name, p.name, p.name
+                    )));
+                };
+                let memory = backend.allocate(bytes.len()).map_err(hologram_core::Error::from)?;
+                backend.copy_in(&memory, 0, &bytes).map_err(hologram_core::Error::from)?;
+                args.push(KernelArg::Buffer(BufferArg { memory: memory.clone(), offset: 0, len: bytes.len() }));
+                bound.push(Bound { name: p.name.clone(), ty: elem, memory, initial: bytes });
+            }
+        }
+    }
+    let mut outs = Vec::new();
+    for o in &a.outs {
+        let (name, file) = split_binding(o, "out")?;
+        let b = bound
+            .iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| CliError::Usage(format!("--out {name}: not a buffer parameter of the kernel")))?;
+        outs.push((b, PathBuf::from(file)));
+    }
+    let t = Instant::now();
+    let compiled = exec.compile(&kernel)?;
+    let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut times = Vec::new();
+    for rep in 0..a.repeat.max(1) {
+        if rep > 0 {
+            for b in &bound {
+                backend.copy_in(&b.memory, 0, &b.initial).map_err(hologram_core::Error::from)?;
+            }
+            exec.synchronize()?;
+        }
+        let t = Instant::now();
+        exec.launch(&compiled, &config, &args)?;
+        exec.synchronize()?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    for (b, file) in outs {
+        let mut data = vec![0u8; b.initial.len()];
+        backend.copy_out(&b.memory, 0, &mut data).map_err(hologram_core::Error::from)?;
+        npy::write(&file, b.ty, &data)?;
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    println!(
+        "{} on {} ({}): launch {median:.3} ms (median of {}, min {:.3} ms), compile {compile_ms:.3} ms",
+        kernel.name,
+        exec.backend_type(),
+        exec.info().name,
+        times.len(),
+        sorted[0]
+    );
+    Ok(())
+}

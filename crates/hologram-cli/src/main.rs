@@ -1,0 +1,71 @@
+//! `hologram`: the command line of the Hologram compute SDK.
+
+mod commands;
+mod error;
+mod npy;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::CliError;
+
+#[derive(Parser)]
+#[command(name = "hologram", version, about = "Run Atlas ISA kernels on the CPU, CUDA and wgpu backends")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List backends and devices, and why each unavailable backend is unavailable.
+    Info,
+    /// Validate a .hasm file and print it in canonical layout.
+    Asm {
+        /// The program.
+        file: PathBuf,
+    },
+    /// Run a .hasm kernel with arguments from the command line and .npy files.
+    Run(commands::run::RunArgs),
+    /// A short tour: runs a few programs on the best available backend.
+    Demo {
+        /// Backend (auto, cpu, cuda, metal, vulkan, dx12).
+        #[arg(long, default_value = "auto")]
+        backend: String,
+        /// Elements per demo program.
+        #[arg(long, default_value_t = 1 << 22)]
+        n: usize,
+    },
+    /// Run the conformance suite on a backend.
+    Conformance {
+        /// Folder with NAME.hasm / NAME.json pairs.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Backend (auto, cpu, cuda, metal, vulkan, dx12).
+        #[arg(long, default_value = "auto")]
+        backend: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOLOGRAM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let cli = Cli::parse();
+    let result: Result<(), CliError> = match cli.command {
+        Command::Info => commands::info::run(),
+        Command::Asm { file } => commands::asm::run(&file),
+        Command::Run(args) => commands::run::run(&args),
+        Command::Demo { backend, n } => commands::demo::run(&backend, n),
+        Command::Conformance { dir, backend } => commands::conformance::run(dir, &backend),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
