@@ -87,7 +87,13 @@ pub struct BufferArg {
 
 impl fmt::Debug for BufferArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BufferArg {{ offset: {}, len: {}, size: {} }}", self.offset, self.len, self.memory.size())
+        write!(
+            f,
+            "BufferArg {{ offset: {}, len: {}, size: {} }}",
+            self.offset,
+            self.len,
+            self.memory.size()
+        )
     }
 }
 
@@ -95,7 +101,11 @@ impl BufferArg {
     /// The whole allocation.
     pub fn whole(memory: Memory) -> Self {
         let len = memory.size();
-        BufferArg { memory, offset: 0, len }
+        BufferArg {
+            memory,
+            offset: 0,
+            len,
+        }
     }
 }
 
@@ -123,7 +133,11 @@ pub struct LaunchConfig {
 impl LaunchConfig {
     /// A 1-D launch of `grid` blocks of `block` lanes, bounds-checked.
     pub fn linear(grid: u32, block: u32) -> Self {
-        LaunchConfig { grid: [grid, 1, 1], block: [block, 1, 1], bounds_checks: true }
+        LaunchConfig {
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            bounds_checks: true,
+        }
     }
 
     /// A 1-D launch with enough blocks of `block` lanes to cover `n` lanes.
@@ -193,11 +207,23 @@ pub trait Backend: Send + Sync {
     /// Copies from `src` at byte `offset` into `dst`, after earlier work completes.
     fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()>;
     /// Copies `len` bytes between device allocations.
-    fn copy(&self, src: &Memory, src_offset: usize, dst: &Memory, dst_offset: usize, len: usize) -> Result<()>;
+    fn copy(
+        &self,
+        src: &Memory,
+        src_offset: usize,
+        dst: &Memory,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()>;
     /// Compiles a validated kernel.
     fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel>;
     /// Launches a compiled kernel; `args[i]` binds `kernel.params[i]`.
-    fn launch(&self, kernel: &CompiledKernel, config: &LaunchConfig, args: &[KernelArg]) -> Result<()>;
+    fn launch(
+        &self,
+        kernel: &CompiledKernel,
+        config: &LaunchConfig,
+        args: &[KernelArg],
+    ) -> Result<()>;
     /// Waits for all submitted work.
     fn synchronize(&self) -> Result<()>;
 }

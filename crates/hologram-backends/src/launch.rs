@@ -15,10 +15,21 @@ pub fn check_range(offset: usize, len: usize, size: usize) -> Result<()> {
 
 /// Checks a launch: geometry against the device's limits, and each argument against its
 /// parameter (kind, scalar type, buffer alignment and range).
-pub fn check_launch(kernel: &Kernel, config: &LaunchConfig, args: &[KernelArg], caps: &Capabilities) -> Result<()> {
-    let invalid = |reason: String| BackendError::InvalidLaunch { kernel: kernel.name.clone(), reason };
+pub fn check_launch(
+    kernel: &Kernel,
+    config: &LaunchConfig,
+    args: &[KernelArg],
+    caps: &Capabilities,
+) -> Result<()> {
+    let invalid = |reason: String| BackendError::InvalidLaunch {
+        kernel: kernel.name.clone(),
+        reason,
+    };
     if config.block.contains(&0) {
-        return Err(invalid(format!("block size {:?} has a zero dimension", config.block)));
+        return Err(invalid(format!(
+            "block size {:?} has a zero dimension",
+            config.block
+        )));
     }
     if config.block_lanes() > caps.max_block_lanes as u64 {
         return Err(invalid(format!(
@@ -29,7 +40,9 @@ pub fn check_launch(kernel: &Kernel, config: &LaunchConfig, args: &[KernelArg], 
     }
     let total = config.grid_blocks().saturating_mul(config.block_lanes());
     if total > 1u64 << 32 {
-        return Err(invalid(format!("{total} lanes in one launch; the limit is 2^32 (%gid is u32)")));
+        return Err(invalid(format!(
+            "{total} lanes in one launch; the limit is 2^32 (%gid is u32)"
+        )));
     }
     if kernel.facts.shared_bytes > caps.max_shared_bytes {
         return Err(invalid(format!(
@@ -37,7 +50,10 @@ pub fn check_launch(kernel: &Kernel, config: &LaunchConfig, args: &[KernelArg], 
             kernel.facts.shared_bytes, caps.max_shared_bytes
         )));
     }
-    let bad_arg = |reason: String| BackendError::InvalidArgument { kernel: kernel.name.clone(), reason };
+    let bad_arg = |reason: String| BackendError::InvalidArgument {
+        kernel: kernel.name.clone(),
+        reason,
+    };
     if args.len() != kernel.params.len() {
         let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
         return Err(bad_arg(format!(
@@ -51,7 +67,11 @@ pub fn check_launch(kernel: &Kernel, config: &LaunchConfig, args: &[KernelArg], 
         match (&param.kind, arg) {
             (ParamKind::Scalar(ty), KernelArg::Scalar(v)) => {
                 if v.ty() != *ty {
-                    return Err(bad_arg(format!("'{}' must be a {ty} scalar, got {} {v}", param.name, v.ty())));
+                    return Err(bad_arg(format!(
+                        "'{}' must be a {ty} scalar, got {} {v}",
+                        param.name,
+                        v.ty()
+                    )));
                 }
             }
             (ParamKind::Buffer { elem, .. }, KernelArg::Buffer(b)) => {
@@ -73,10 +93,16 @@ pub fn check_launch(kernel: &Kernel, config: &LaunchConfig, args: &[KernelArg], 
                 })?;
             }
             (ParamKind::Scalar(ty), KernelArg::Buffer(_)) => {
-                return Err(bad_arg(format!("'{}' is a {ty} scalar, but a buffer was passed", param.name)));
+                return Err(bad_arg(format!(
+                    "'{}' is a {ty} scalar, but a buffer was passed",
+                    param.name
+                )));
             }
             (ParamKind::Buffer { elem, .. }, KernelArg::Scalar(v)) => {
-                return Err(bad_arg(format!("'{}' is a buffer of {elem}, but the scalar {v} was passed", param.name)));
+                return Err(bad_arg(format!(
+                    "'{}' is a buffer of {elem}, but the scalar {v} was passed",
+                    param.name
+                )));
             }
         }
     }

@@ -32,8 +32,8 @@ mod error;
 pub mod launch;
 
 pub use backend::{
-    Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory, KernelArg,
-    LaunchConfig, Memory,
+    Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
+    KernelArg, LaunchConfig, Memory,
 };
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};

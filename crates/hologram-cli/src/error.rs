@@ -18,7 +18,7 @@ pub enum CliError {
         /// The file.
         file: String,
         /// Parse or validation error, starting with line:col.
-        error: hologram_isa::AsmError,
+        error: Box<hologram_isa::AsmError>,
     },
     /// The core reported an error.
     #[error(transparent)]

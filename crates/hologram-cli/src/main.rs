@@ -12,7 +12,11 @@ use clap::{Parser, Subcommand};
 use crate::error::CliError;
 
 #[derive(Parser)]
-#[command(name = "hologram", version, about = "Run Atlas ISA kernels on the CPU, CUDA and wgpu backends")]
+#[command(
+    name = "hologram",
+    version,
+    about = "Run Atlas ISA kernels on the CPU, CUDA and wgpu backends"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -52,7 +56,10 @@ enum Command {
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOLOGRAM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
     let cli = Cli::parse();
     let result: Result<(), CliError> = match cli.command {
         Command::Info => commands::info::run(),

@@ -27,9 +27,23 @@ pub fn descr(ty: Type) -> Option<&'static str> {
 
 fn type_of(descr: &str) -> Option<Type> {
     let d = descr.replace('=', "<");
-    [Type::I8, Type::I16, Type::I32, Type::I64, Type::U8, Type::U16, Type::U32, Type::U64, Type::F16, Type::F32, Type::F64]
-        .into_iter()
-        .find(|&t| self::descr(t).is_some_and(|s| s == d || (s.starts_with('|') && d[1..] == s[1..])))
+    [
+        Type::I8,
+        Type::I16,
+        Type::I32,
+        Type::I64,
+        Type::U8,
+        Type::U16,
+        Type::U32,
+        Type::U64,
+        Type::F16,
+        Type::F32,
+        Type::F64,
+    ]
+    .into_iter()
+    .find(|&t| {
+        self::descr(t).is_some_and(|s| s == d || (s.starts_with('|') && d.get(1..) == s.get(1..)))
+    })
 }
 
 /// An array read from a `.npy` file: its element type and raw little-endian bytes (C order;
@@ -50,27 +64,44 @@ fn header_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
 /// Reads a `.npy` file.
 pub fn read(path: &Path) -> Result<NpyArray, CliError> {
     let bad = |why: &str| CliError::Npy(format!("{}: {why}", path.display()));
-    let mut f = std::fs::File::open(path).map_err(|e| CliError::Io(path.display().to_string(), e))?;
+    let mut f =
+        std::fs::File::open(path).map_err(|e| CliError::Io(path.display().to_string(), e))?;
     let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).map_err(|e| CliError::Io(path.display().to_string(), e))?;
+    f.read_to_end(&mut bytes)
+        .map_err(|e| CliError::Io(path.display().to_string(), e))?;
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(bad("not a .npy file"));
     }
     let (hlen, hstart) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
         v => return Err(bad(&format!("unsupported .npy version {v}"))),
     };
-    let header = bytes.get(hstart..hstart + hlen).ok_or_else(|| bad("truncated header"))?;
+    let header = bytes
+        .get(hstart..hstart + hlen)
+        .ok_or_else(|| bad("truncated header"))?;
     let header = std::str::from_utf8(header).map_err(|_| bad("header is not text"))?;
     let descr_text = header_value(header, "descr").ok_or_else(|| bad("no 'descr' in header"))?;
-    let descr = descr_text.trim_start_matches('\'').split('\'').next().unwrap_or("");
+    let descr = descr_text
+        .trim_start_matches('\'')
+        .split('\'')
+        .next()
+        .unwrap_or("");
     let ty = type_of(descr).ok_or_else(|| bad(&format!("unsupported dtype '{descr}'")))?;
     if header_value(header, "fortran_order").is_some_and(|v| v.starts_with("True")) {
-        return Err(bad("Fortran-order arrays are not supported; save with np.ascontiguousarray"));
+        return Err(bad(
+            "Fortran-order arrays are not supported; save with np.ascontiguousarray",
+        ));
     }
     let shape_text = header_value(header, "shape").ok_or_else(|| bad("no 'shape' in header"))?;
-    let inner = shape_text.trim_start_matches('(').split(')').next().unwrap_or("");
+    let inner = shape_text
+        .trim_start_matches('(')
+        .split(')')
+        .next()
+        .unwrap_or("");
     let shape: Vec<usize> = inner
         .split(',')
         .map(str::trim)
@@ -81,16 +112,25 @@ pub fn read(path: &Path) -> Result<NpyArray, CliError> {
     let count: usize = shape.iter().product();
     let data = bytes[hstart + hlen..].to_vec();
     if data.len() != count * ty.size_bytes() {
-        return Err(bad(&format!("expected {count} elements of {ty}, found {} bytes", data.len())));
+        return Err(bad(&format!(
+            "expected {count} elements of {ty}, found {} bytes",
+            data.len()
+        )));
     }
     Ok(NpyArray { ty, data })
 }
 
 /// Writes a 1-D `.npy` file.
 pub fn write(path: &Path, ty: Type, data: &[u8]) -> Result<(), CliError> {
-    let descr = descr(ty).ok_or_else(|| CliError::Npy(format!("{ty} has no NumPy dtype; cannot write {}", path.display())))?;
+    let descr = descr(ty).ok_or_else(|| {
+        CliError::Npy(format!(
+            "{ty} has no NumPy dtype; cannot write {}",
+            path.display()
+        ))
+    })?;
     let count = data.len() / ty.size_bytes();
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({count},), }}");
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({count},), }}");
     // Pad so the data starts on a 64-byte boundary, as NumPy does.
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
@@ -100,8 +140,10 @@ pub fn write(path: &Path, ty: Type, data: &[u8]) -> Result<(), CliError> {
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     out.extend_from_slice(data);
-    let mut f = std::fs::File::create(path).map_err(|e| CliError::Io(path.display().to_string(), e))?;
-    f.write_all(&out).map_err(|e| CliError::Io(path.display().to_string(), e))
+    let mut f =
+        std::fs::File::create(path).map_err(|e| CliError::Io(path.display().to_string(), e))?;
+    f.write_all(&out)
+        .map_err(|e| CliError::Io(path.display().to_string(), e))
 }
 
 #[cfg(test)]

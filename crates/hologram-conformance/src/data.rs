@@ -97,7 +97,10 @@ pub fn matches(got: Value, want: Value, tol: Tolerance) -> bool {
     if !want.ty().is_float() {
         return got.to_bits() == want.to_bits();
     }
-    let (g, w) = (as_f64(got).unwrap_or(f64::NAN), as_f64(want).unwrap_or(f64::NAN));
+    let (g, w) = (
+        as_f64(got).unwrap_or(f64::NAN),
+        as_f64(want).unwrap_or(f64::NAN),
+    );
     if g.is_nan() || w.is_nan() {
         return g.is_nan() && w.is_nan();
     }
@@ -107,11 +110,11 @@ pub fn matches(got: Value, want: Value, tol: Tolerance) -> bool {
     if g.is_infinite() || w.is_infinite() {
         return false;
     }
-    if (g - w).abs() <= tol.abs {
+    if tol.abs > 0.0 && (g - w).abs() <= tol.abs {
         return true;
     }
     match (ordered(got), ordered(want)) {
-        (Some(a), Some(b)) => (a - b).unsigned_abs() <= tol.ulp as u128,
+        (Some(a), Some(b)) if tol.ulp > 0 => (a - b).unsigned_abs() <= tol.ulp as u128,
         _ => false,
     }
 }
@@ -126,8 +129,20 @@ mod tests {
         let next = Value::F32(f32::from_bits(1.0f32.to_bits() + 2));
         assert!(!matches(next, one, Tolerance::default()));
         assert!(matches(next, one, Tolerance { ulp: 2, abs: 0.0 }));
-        assert!(matches(Value::F32(f32::NAN), Value::F32(-f32::NAN), Tolerance::default()));
-        assert!(!matches(Value::F32(0.0), Value::F32(-0.0), Tolerance::default()));
-        assert!(matches(Value::F32(1e-30), Value::F32(-1e-30), Tolerance { ulp: 0, abs: 1e-20 }));
+        assert!(matches(
+            Value::F32(f32::NAN),
+            Value::F32(-f32::NAN),
+            Tolerance::default()
+        ));
+        assert!(!matches(
+            Value::F32(0.0),
+            Value::F32(-0.0),
+            Tolerance::default()
+        ));
+        assert!(matches(
+            Value::F32(1e-30),
+            Value::F32(-1e-30),
+            Tolerance { ulp: 0, abs: 1e-20 }
+        ));
     }
 }

@@ -1,7 +1,7 @@
 //! # hologram-conformance
 //!
 //! Loads the conformance suite (`tests/conformance/*.hasm` with their `.json` specs) and runs it
-//! on any [`Backend`]. Written once; every backend runs the same files.
+//! on any [`hologram_backends::Backend`]. Written once; every backend runs the same files.
 //!
 //! ```no_run
 //! let suite = hologram_conformance::Suite::load(hologram_conformance::default_dir())?;
@@ -90,15 +90,27 @@ impl Suite {
             if path.extension().and_then(|e| e.to_str()) != Some("hasm") {
                 continue;
             }
-            let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string();
             let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-            let kernel = hologram_isa::assemble(&text)
-                .map_err(|e| SuiteError::Assemble { path: path.clone(), message: e.to_string() })?;
+            let kernel = hologram_isa::assemble(&text).map_err(|e| SuiteError::Assemble {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
             let spec_path = path.with_extension("json");
             let spec_text = std::fs::read_to_string(&spec_path).map_err(io(&spec_path))?;
-            let spec: Json = serde_json::from_str(&spec_text)
-                .map_err(|e| SuiteError::Spec { path: spec_path.clone(), message: e.to_string() })?;
-            cases.push(Case { name, kernel: Arc::new(kernel), spec });
+            let spec: Json = serde_json::from_str(&spec_text).map_err(|e| SuiteError::Spec {
+                path: spec_path.clone(),
+                message: e.to_string(),
+            })?;
+            cases.push(Case {
+                name,
+                kernel: Arc::new(kernel),
+                spec,
+            });
         }
         cases.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Suite { cases })

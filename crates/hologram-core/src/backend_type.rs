@@ -25,8 +25,13 @@ pub enum BackendType {
 
 impl BackendType {
     /// Every backend type, in the order `new_auto` prefers them (the CPU last).
-    pub const ALL: [BackendType; 5] =
-        [BackendType::Cuda, BackendType::Metal, BackendType::Vulkan, BackendType::Dx12, BackendType::Cpu];
+    pub const ALL: [BackendType; 5] = [
+        BackendType::Cuda,
+        BackendType::Metal,
+        BackendType::Vulkan,
+        BackendType::Dx12,
+        BackendType::Cpu,
+    ];
 
     /// The name used by `HOLOGRAM_BACKEND`, the CLI and Python.
     pub fn name(self) -> &'static str {
@@ -69,18 +74,21 @@ pub struct Availability {
 
 /// Opens a backend, or says why it cannot run here.
 pub(crate) fn open(kind: BackendType) -> Result<Arc<dyn Backend>> {
-    let unavailable = |reason: &str| Error::BackendUnavailable { backend: kind.name().into(), reason: reason.into() };
+    let unavailable = |reason: &str| Error::BackendUnavailable {
+        backend: kind.name().into(),
+        reason: reason.into(),
+    };
     match kind {
         BackendType::Cpu => Ok(Arc::new(CpuBackend::new())),
         BackendType::Cuda => Err(unavailable(
             "this build of Hologram has no CUDA support (build with the 'cuda' feature)",
         )),
-        BackendType::Metal if !cfg!(target_os = "macos") => {
-            Err(unavailable("Metal exists only on macOS; on this machine use cuda, vulkan or cpu"))
-        }
-        BackendType::Dx12 if !cfg!(target_os = "windows") => {
-            Err(unavailable("DirectX 12 exists only on Windows; on this machine use cuda, vulkan or cpu"))
-        }
+        BackendType::Metal if !cfg!(target_os = "macos") => Err(unavailable(
+            "Metal exists only on macOS; on this machine use cuda, vulkan or cpu",
+        )),
+        BackendType::Dx12 if !cfg!(target_os = "windows") => Err(unavailable(
+            "DirectX 12 exists only on Windows; on this machine use cuda, vulkan or cpu",
+        )),
         BackendType::Metal | BackendType::Vulkan | BackendType::Dx12 => Err(unavailable(
             "this build of Hologram has no wgpu support (build with the 'wgpu' feature)",
         )),

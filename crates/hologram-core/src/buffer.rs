@@ -23,17 +23,31 @@ pub struct Buffer<T: Element> {
 
 impl<T: Element> std::fmt::Debug for Buffer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Buffer<{}>[{}] on {}", T::TYPE, self.len, self.inner.backend_type)
+        write!(
+            f,
+            "Buffer<{}>[{}] on {}",
+            T::TYPE,
+            self.len,
+            self.inner.backend_type
+        )
     }
 }
 
 impl<T: Element> Buffer<T> {
     pub(crate) fn new(exec: &Executor, len: usize) -> Result<Self> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            Error::LengthMismatch(format!("{len} elements of {} overflow the address space", T::TYPE))
+            Error::LengthMismatch(format!(
+                "{len} elements of {} overflow the address space",
+                T::TYPE
+            ))
         })?;
         let block = exec.inner.allocator.allocate(bytes)?;
-        Ok(Buffer { inner: exec.inner.clone(), block: ManuallyDrop::new(block), len, _t: PhantomData })
+        Ok(Buffer {
+            inner: exec.inner.clone(),
+            block: ManuallyDrop::new(block),
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// Number of elements.
@@ -53,7 +67,9 @@ impl<T: Element> Buffer<T> {
 
     /// The executor the buffer belongs to.
     pub fn executor(&self) -> Executor {
-        Executor { inner: self.inner.clone() }
+        Executor {
+            inner: self.inner.clone(),
+        }
     }
 
     /// The device allocation (it may be larger than the buffer).
@@ -87,7 +103,10 @@ impl<T: Element> Buffer<T> {
     pub fn write_at(&self, offset: usize, data: &[T]) -> Result<()> {
         self.check_range(&(offset..offset.saturating_add(data.len())))?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        Ok(self.inner.backend.copy_in(self.memory(), offset * std::mem::size_of::<T>(), bytes)?)
+        Ok(self
+            .inner
+            .backend
+            .copy_in(self.memory(), offset * std::mem::size_of::<T>(), bytes)?)
     }
 
     /// Copies the buffer into `out`; `out.len()` must equal the buffer's length.
@@ -106,7 +125,10 @@ impl<T: Element> Buffer<T> {
     pub fn read_range_into(&self, offset: usize, out: &mut [T]) -> Result<()> {
         self.check_range(&(offset..offset.saturating_add(out.len())))?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        Ok(self.inner.backend.copy_out(self.memory(), offset * std::mem::size_of::<T>(), bytes)?)
+        Ok(self
+            .inner
+            .backend
+            .copy_out(self.memory(), offset * std::mem::size_of::<T>(), bytes)?)
     }
 
     /// The contents as a vector.
@@ -119,14 +141,24 @@ impl<T: Element> Buffer<T> {
     /// Copies the contents of another buffer of the same length.
     pub fn copy_from(&self, src: &Buffer<T>) -> Result<()> {
         if src.len != self.len {
-            return Err(Error::LengthMismatch(format!("cannot copy {} elements into {}", src.len, self.len)));
+            return Err(Error::LengthMismatch(format!(
+                "cannot copy {} elements into {}",
+                src.len, self.len
+            )));
         }
-        Ok(self.inner.backend.copy(src.memory(), 0, self.memory(), 0, self.size_bytes())?)
+        Ok(self
+            .inner
+            .backend
+            .copy(src.memory(), 0, self.memory(), 0, self.size_bytes())?)
     }
 
     /// The whole buffer as a launch argument.
     pub fn arg(&self) -> KernelArg {
-        KernelArg::Buffer(BufferArg { memory: self.memory().clone(), offset: 0, len: self.size_bytes() })
+        KernelArg::Buffer(BufferArg {
+            memory: self.memory().clone(),
+            offset: 0,
+            len: self.size_bytes(),
+        })
     }
 
     /// Elements `range` as a launch argument (the kernel sees `range.len()` elements).

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use hologram_backends::{Backend, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig};
+use hologram_backends::{
+    Backend, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
+};
 use hologram_compiler::Digest;
 use hologram_isa::Kernel;
 
@@ -81,7 +83,10 @@ impl Executor {
 
     /// An executor on the CPU backend (always available).
     pub fn cpu() -> Self {
-        Self::from_backend(BackendType::Cpu, Arc::new(hologram_backends::CpuBackend::new()))
+        Self::from_backend(
+            BackendType::Cpu,
+            Arc::new(hologram_backends::CpuBackend::new()),
+        )
     }
 
     /// Which backend this executor runs on.
@@ -150,7 +155,12 @@ impl Executor {
 
     /// Launches a compiled kernel. `args[i]` binds parameter `i`: use [`Buffer::arg`] for
     /// buffers and a [`hologram_isa::semantics::Value`] (`.into()`) for scalars.
-    pub fn launch(&self, kernel: &CompiledKernel, config: &LaunchConfig, args: &[KernelArg]) -> Result<()> {
+    pub fn launch(
+        &self,
+        kernel: &CompiledKernel,
+        config: &LaunchConfig,
+        args: &[KernelArg],
+    ) -> Result<()> {
         Ok(self.inner.backend.launch(kernel, config, args)?)
     }
 
@@ -171,6 +181,10 @@ impl Executor {
 
     /// Counters of the kernel cache.
     pub fn kernel_cache_stats(&self) -> KernelCacheStats {
-        self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner()).1
+        self.inner
+            .kernels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
     }
 }

@@ -46,4 +46,6 @@ pub use buffer::Buffer;
 pub use element::Element;
 pub use error::{Error, Result};
 pub use executor::{Executor, KernelCacheStats};
-pub use hologram_backends::{BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig};
+pub use hologram_backends::{
+    BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
+};

@@ -24,12 +24,20 @@ fn unavailable_backends_say_why() {
 fn env_override_and_auto() {
     // Runs in one test so the environment variable is not raced by another test.
     std::env::set_var("HOLOGRAM_BACKEND", "cpu");
-    assert_eq!(Executor::new_auto().unwrap().backend_type(), BackendType::Cpu);
+    assert_eq!(
+        Executor::new_auto().unwrap().backend_type(),
+        BackendType::Cpu
+    );
     std::env::set_var("HOLOGRAM_BACKEND", "nonsense");
-    assert!(matches!(Executor::new_auto(), Err(Error::UnknownBackend(_))));
+    assert!(matches!(
+        Executor::new_auto(),
+        Err(Error::UnknownBackend(_))
+    ));
     std::env::remove_var("HOLOGRAM_BACKEND");
     let exec = Executor::new_auto().unwrap();
-    assert!(hologram_core::availability().iter().any(|a| a.backend == exec.backend_type() && a.status.is_ok()));
+    assert!(hologram_core::availability()
+        .iter()
+        .any(|a| a.backend == exec.backend_type() && a.status.is_ok()));
 }
 
 #[test]
@@ -63,7 +71,10 @@ fn allocator_reuses_freed_blocks() {
     drop(_b);
     exec.empty_cache();
     let s = exec.allocator_stats();
-    assert_eq!((s.bytes_in_use, s.bytes_cached, s.bytes_reserved), (0, 0, 0));
+    assert_eq!(
+        (s.bytes_in_use, s.bytes_cached, s.bytes_reserved),
+        (0, 0, 0)
+    );
 }
 
 #[test]
@@ -71,7 +82,9 @@ fn kernel_cache_compiles_identical_programs_once() {
     let exec = Executor::cpu();
     let text = ".kernel k\n.param .buf.u32 y .rw\n    st.u32 y[%gid], 7;\n";
     let _ = exec.assemble(text).unwrap();
-    let _ = exec.assemble(&format!("// same kernel, other layout\n{text}")).unwrap();
+    let _ = exec
+        .assemble(&format!("// same kernel, other layout\n{text}"))
+        .unwrap();
     let s = exec.kernel_cache_stats();
     assert_eq!((s.compiles, s.hits, s.entries), (1, 1, 1));
 }
@@ -85,13 +98,26 @@ fn out_of_bounds_store_leaves_every_buffer_intact() {
         )
         .unwrap();
     let init: Vec<f32> = (0..64).map(|i| i as f32).collect();
-    let (a, b, c) = (exec.from_slice(&init).unwrap(), exec.from_slice(&init).unwrap(), exec.from_slice(&init).unwrap());
+    let (a, b, c) = (
+        exec.from_slice(&init).unwrap(),
+        exec.from_slice(&init).unwrap(),
+        exec.from_slice(&init).unwrap(),
+    );
     // Each block of 64 lanes has some lanes past the end of `b`.
     let err = exec
-        .launch(&kernel, &LaunchConfig::linear(4, 64), &[a.arg(), b.arg(), c.arg(), Value::U32(8).into()])
+        .launch(
+            &kernel,
+            &LaunchConfig::linear(4, 64),
+            &[a.arg(), b.arg(), c.arg(), Value::U32(8).into()],
+        )
         .unwrap_err();
     match err {
-        Error::Backend(BackendError::OutOfBounds { kernel, array, index, len }) => {
+        Error::Backend(BackendError::OutOfBounds {
+            kernel,
+            array,
+            index,
+            len,
+        }) => {
             assert_eq!((kernel.as_str(), array.as_str(), len), ("spill", "b", 64));
             assert!(index >= 64, "{index}");
         }
@@ -105,16 +131,34 @@ fn out_of_bounds_store_leaves_every_buffer_intact() {
 #[test]
 fn launch_argument_errors_are_clear() {
     let exec = Executor::cpu();
-    let kernel = exec.assemble(".kernel k\n.param .buf.f32 y .rw\n.param .u32 n\n    exit;\n").unwrap();
+    let kernel = exec
+        .assemble(".kernel k\n.param .buf.f32 y .rw\n.param .u32 n\n    exit;\n")
+        .unwrap();
     let y = exec.allocate::<f32>(4).unwrap();
     let cfg = LaunchConfig::linear(1, 1);
-    let msg = exec.launch(&kernel, &cfg, &[y.arg()]).unwrap_err().to_string();
+    let msg = exec
+        .launch(&kernel, &cfg, &[y.arg()])
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("takes 2 arguments (y, n), got 1"), "{msg}");
-    let msg = exec.launch(&kernel, &cfg, &[y.arg(), Value::F32(1.0).into()]).unwrap_err().to_string();
+    let msg = exec
+        .launch(&kernel, &cfg, &[y.arg(), Value::F32(1.0).into()])
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("'n' must be a u32 scalar, got f32"), "{msg}");
-    let msg = exec.launch(&kernel, &LaunchConfig::linear(1, 2048), &[y.arg(), Value::U32(1).into()]).unwrap_err().to_string();
+    let msg = exec
+        .launch(
+            &kernel,
+            &LaunchConfig::linear(1, 2048),
+            &[y.arg(), Value::U32(1).into()],
+        )
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("exceeds the device limit of 1024"), "{msg}");
     let z = exec.allocate::<u8>(6).unwrap();
-    let msg = exec.launch(&kernel, &cfg, &[z.arg(), Value::U32(1).into()]).unwrap_err().to_string();
+    let msg = exec
+        .launch(&kernel, &cfg, &[z.arg(), Value::U32(1).into()])
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("4-byte element boundaries"), "{msg}");
 }

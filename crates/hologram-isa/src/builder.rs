@@ -99,7 +99,13 @@ pub struct ProgramBuilder {
 impl ProgramBuilder {
     /// Starts a kernel called `name`.
     pub fn new(name: impl Into<String>) -> Self {
-        ProgramBuilder { program: Program { name: name.into(), ..Program::default() }, guard: None }
+        ProgramBuilder {
+            program: Program {
+                name: name.into(),
+                ..Program::default()
+            },
+            guard: None,
+        }
     }
 
     /// Declares a read-only buffer parameter.
@@ -122,19 +128,30 @@ impl ProgramBuilder {
 
     /// Declares a block-shared array.
     pub fn shared(&mut self, name: &str, elem: Type, len: u32) -> &mut Self {
-        self.program.shared.push(ArrayDecl { name: name.into(), elem, len });
+        self.program.shared.push(ArrayDecl {
+            name: name.into(),
+            elem,
+            len,
+        });
         self
     }
 
     /// Declares a per-lane scratch array.
     pub fn scratch(&mut self, name: &str, elem: Type, len: u32) -> &mut Self {
-        self.program.scratch.push(ArrayDecl { name: name.into(), elem, len });
+        self.program.scratch.push(ArrayDecl {
+            name: name.into(),
+            elem,
+            len,
+        });
         self
     }
 
     /// Declares a register explicitly.
     pub fn reg(&mut self, name: &str, ty: Type) -> &mut Self {
-        self.program.regs.push(RegDecl { name: reg_name(name), ty });
+        self.program.regs.push(RegDecl {
+            name: reg_name(name),
+            ty,
+        });
         self
     }
 
@@ -146,7 +163,10 @@ impl ProgramBuilder {
 
     /// Guards the next instruction with `@%p` (or `@!%p` when `negate`).
     pub fn guard(&mut self, pred: &str, negate: bool) -> &mut Self {
-        self.guard = Some(Guard { pred: reg_name(pred), negate });
+        self.guard = Some(Guard {
+            pred: reg_name(pred),
+            negate,
+        });
         self
     }
 
@@ -159,29 +179,63 @@ impl ProgramBuilder {
 
     /// `mov.T dst, src`
     pub fn mov(&mut self, ty: Type, dst: &str, src: impl IntoOperand) -> &mut Self {
-        self.op(Op::Mov { ty, dst: reg_name(dst), src: src.into_operand() })
+        self.op(Op::Mov {
+            ty,
+            dst: reg_name(dst),
+            src: src.into_operand(),
+        })
     }
 
     /// `cvt.TO.FROM dst, src`
     pub fn cvt(&mut self, to: Type, from: Type, dst: &str, src: impl IntoOperand) -> &mut Self {
-        self.op(Op::Cvt { to, from, dst: reg_name(dst), src: src.into_operand() })
+        self.op(Op::Cvt {
+            to,
+            from,
+            dst: reg_name(dst),
+            src: src.into_operand(),
+        })
     }
 
     /// `ld.T dst, array[index]`
     pub fn ld(&mut self, ty: Type, dst: &str, array: &str, index: impl IntoOperand) -> &mut Self {
-        let mem = Mem { array: array.into(), index: index.into_operand() };
-        self.op(Op::Ld { ty, dst: reg_name(dst), mem })
+        let mem = Mem {
+            array: array.into(),
+            index: index.into_operand(),
+        };
+        self.op(Op::Ld {
+            ty,
+            dst: reg_name(dst),
+            mem,
+        })
     }
 
     /// `st.T array[index], src`
-    pub fn st(&mut self, ty: Type, array: &str, index: impl IntoOperand, src: impl IntoOperand) -> &mut Self {
-        let mem = Mem { array: array.into(), index: index.into_operand() };
-        self.op(Op::St { ty, mem, src: src.into_operand() })
+    pub fn st(
+        &mut self,
+        ty: Type,
+        array: &str,
+        index: impl IntoOperand,
+        src: impl IntoOperand,
+    ) -> &mut Self {
+        let mem = Mem {
+            array: array.into(),
+            index: index.into_operand(),
+        };
+        self.op(Op::St {
+            ty,
+            mem,
+            src: src.into_operand(),
+        })
     }
 
     /// A one-operand operation.
     pub fn unary(&mut self, op: UnaryOp, ty: Type, dst: &str, src: impl IntoOperand) -> &mut Self {
-        self.op(Op::Unary { op, ty, dst: reg_name(dst), src: src.into_operand() })
+        self.op(Op::Unary {
+            op,
+            ty,
+            dst: reg_name(dst),
+            src: src.into_operand(),
+        })
     }
 
     /// A two-operand operation.
@@ -193,16 +247,34 @@ impl ProgramBuilder {
         a: impl IntoOperand,
         b: impl IntoOperand,
     ) -> &mut Self {
-        self.op(Op::Binary { op, ty, dst: reg_name(dst), a: a.into_operand(), b: b.into_operand() })
+        self.op(Op::Binary {
+            op,
+            ty,
+            dst: reg_name(dst),
+            a: a.into_operand(),
+            b: b.into_operand(),
+        })
     }
 
     /// `add.T dst, a, b`
-    pub fn add(&mut self, ty: Type, dst: &str, a: impl IntoOperand, b: impl IntoOperand) -> &mut Self {
+    pub fn add(
+        &mut self,
+        ty: Type,
+        dst: &str,
+        a: impl IntoOperand,
+        b: impl IntoOperand,
+    ) -> &mut Self {
         self.binary(BinaryOp::Add, ty, dst, a, b)
     }
 
     /// `mul.T dst, a, b`
-    pub fn mul(&mut self, ty: Type, dst: &str, a: impl IntoOperand, b: impl IntoOperand) -> &mut Self {
+    pub fn mul(
+        &mut self,
+        ty: Type,
+        dst: &str,
+        a: impl IntoOperand,
+        b: impl IntoOperand,
+    ) -> &mut Self {
         self.binary(BinaryOp::Mul, ty, dst, a, b)
     }
 
@@ -229,7 +301,14 @@ impl ProgramBuilder {
         c: impl IntoOperand,
     ) -> &mut Self {
         let (a, b, c) = (a.into_operand(), b.into_operand(), c.into_operand());
-        self.op(Op::Ternary { op, ty, dst: reg_name(dst), a, b, c })
+        self.op(Op::Ternary {
+            op,
+            ty,
+            dst: reg_name(dst),
+            a,
+            b,
+            c,
+        })
     }
 
     /// `setp.CMP.T dst, a, b`
@@ -241,7 +320,13 @@ impl ProgramBuilder {
         a: impl IntoOperand,
         b: impl IntoOperand,
     ) -> &mut Self {
-        self.op(Op::Setp { cmp, ty, dst: reg_name(dst), a: a.into_operand(), b: b.into_operand() })
+        self.op(Op::Setp {
+            cmp,
+            ty,
+            dst: reg_name(dst),
+            a: a.into_operand(),
+            b: b.into_operand(),
+        })
     }
 
     /// `selp.T dst, a, b, cond`
@@ -254,7 +339,13 @@ impl ProgramBuilder {
         cond: impl IntoOperand,
     ) -> &mut Self {
         let (a, b, cond) = (a.into_operand(), b.into_operand(), cond.into_operand());
-        self.op(Op::Selp { ty, dst: reg_name(dst), a, b, cond })
+        self.op(Op::Selp {
+            ty,
+            dst: reg_name(dst),
+            a,
+            b,
+            cond,
+        })
     }
 
     /// `atom.OP.T dst, array[index], a` (pass `b` for `cas`).
@@ -269,23 +360,40 @@ impl ProgramBuilder {
         a: impl IntoOperand,
         b: Option<Operand<String>>,
     ) -> &mut Self {
-        let mem = Mem { array: array.into(), index: index.into_operand() };
-        self.op(Op::Atom { op, ty, dst: reg_name(dst), mem, a: a.into_operand(), b })
+        let mem = Mem {
+            array: array.into(),
+            index: index.into_operand(),
+        };
+        self.op(Op::Atom {
+            op,
+            ty,
+            dst: reg_name(dst),
+            mem,
+            a: a.into_operand(),
+            b,
+        })
     }
 
     /// `bra LABEL`
     pub fn bra(&mut self, label: &str) -> &mut Self {
-        self.op(Op::Bra { target: label.into() })
+        self.op(Op::Bra {
+            target: label.into(),
+        })
     }
 
     /// `loop %counter, LABEL`
     pub fn loop_(&mut self, counter: &str, label: &str) -> &mut Self {
-        self.op(Op::Loop { counter: reg_name(counter), target: label.into() })
+        self.op(Op::Loop {
+            counter: reg_name(counter),
+            target: label.into(),
+        })
     }
 
     /// `call LABEL`
     pub fn call(&mut self, label: &str) -> &mut Self {
-        self.op(Op::Call { target: label.into() })
+        self.op(Op::Call {
+            target: label.into(),
+        })
     }
 
     /// `ret`

@@ -165,23 +165,69 @@ pub enum Op<I> {
     Mov { ty: Type, dst: I, src: Operand<I> },
     /// `cvt.TO.FROM %d, a`: float to integer truncates toward zero and saturates (NaN gives 0);
     /// integer to integer wraps; everything else rounds to nearest even.
-    Cvt { to: Type, from: Type, dst: I, src: Operand<I> },
+    Cvt {
+        to: Type,
+        from: Type,
+        dst: I,
+        src: Operand<I>,
+    },
     /// `ld.T %d, array[index]`
     Ld { ty: Type, dst: I, mem: Mem<I> },
     /// `st.T array[index], a`
-    St { ty: Type, mem: Mem<I>, src: Operand<I> },
+    St {
+        ty: Type,
+        mem: Mem<I>,
+        src: Operand<I>,
+    },
     /// `OP.T %d, a`
-    Unary { op: UnaryOp, ty: Type, dst: I, src: Operand<I> },
+    Unary {
+        op: UnaryOp,
+        ty: Type,
+        dst: I,
+        src: Operand<I>,
+    },
     /// `OP.T %d, a, b`
-    Binary { op: BinaryOp, ty: Type, dst: I, a: Operand<I>, b: Operand<I> },
+    Binary {
+        op: BinaryOp,
+        ty: Type,
+        dst: I,
+        a: Operand<I>,
+        b: Operand<I>,
+    },
     /// `OP.T %d, a, b, c`
-    Ternary { op: TernaryOp, ty: Type, dst: I, a: Operand<I>, b: Operand<I>, c: Operand<I> },
+    Ternary {
+        op: TernaryOp,
+        ty: Type,
+        dst: I,
+        a: Operand<I>,
+        b: Operand<I>,
+        c: Operand<I>,
+    },
     /// `setp.CMP.T %p, a, b`
-    Setp { cmp: CmpOp, ty: Type, dst: I, a: Operand<I>, b: Operand<I> },
+    Setp {
+        cmp: CmpOp,
+        ty: Type,
+        dst: I,
+        a: Operand<I>,
+        b: Operand<I>,
+    },
     /// `selp.T %d, a, b, p`: `p ? a : b`.
-    Selp { ty: Type, dst: I, a: Operand<I>, b: Operand<I>, cond: Operand<I> },
+    Selp {
+        ty: Type,
+        dst: I,
+        a: Operand<I>,
+        b: Operand<I>,
+        cond: Operand<I>,
+    },
     /// `atom.OP.T %d, array[index], a` (and `, b` for `cas`): returns the previous value.
-    Atom { op: AtomOp, ty: Type, dst: I, mem: Mem<I>, a: Operand<I>, b: Option<Operand<I>> },
+    Atom {
+        op: AtomOp,
+        ty: Type,
+        dst: I,
+        mem: Mem<I>,
+        a: Operand<I>,
+        b: Option<Operand<I>>,
+    },
     /// `bra LABEL`
     Bra { target: I },
     /// `loop %c, LABEL`: decrement the integer register `%c`; branch if it is not zero.
@@ -307,23 +353,33 @@ impl<I> Op<I> {
         label: &mut impl FnMut(&I) -> J,
     ) -> Op<J> {
         match self {
-            Op::Mov { ty, dst, src } => {
-                Op::Mov { ty: *ty, dst: reg(dst), src: src.map2(reg, param) }
-            }
-            Op::Cvt { to, from, dst, src } => {
-                Op::Cvt { to: *to, from: *from, dst: reg(dst), src: src.map2(reg, param) }
-            }
-            Op::Ld { ty, dst, mem } => {
-                Op::Ld { ty: *ty, dst: reg(dst), mem: mem.map2(reg, param, array) }
-            }
+            Op::Mov { ty, dst, src } => Op::Mov {
+                ty: *ty,
+                dst: reg(dst),
+                src: src.map2(reg, param),
+            },
+            Op::Cvt { to, from, dst, src } => Op::Cvt {
+                to: *to,
+                from: *from,
+                dst: reg(dst),
+                src: src.map2(reg, param),
+            },
+            Op::Ld { ty, dst, mem } => Op::Ld {
+                ty: *ty,
+                dst: reg(dst),
+                mem: mem.map2(reg, param, array),
+            },
             Op::St { ty, mem, src } => Op::St {
                 ty: *ty,
                 mem: mem.map2(reg, param, array),
                 src: src.map2(reg, param),
             },
-            Op::Unary { op, ty, dst, src } => {
-                Op::Unary { op: *op, ty: *ty, dst: reg(dst), src: src.map2(reg, param) }
-            }
+            Op::Unary { op, ty, dst, src } => Op::Unary {
+                op: *op,
+                ty: *ty,
+                dst: reg(dst),
+                src: src.map2(reg, param),
+            },
             Op::Binary { op, ty, dst, a, b } => Op::Binary {
                 op: *op,
                 ty: *ty,
@@ -331,7 +387,14 @@ impl<I> Op<I> {
                 a: a.map2(reg, param),
                 b: b.map2(reg, param),
             },
-            Op::Ternary { op, ty, dst, a, b, c } => Op::Ternary {
+            Op::Ternary {
+                op,
+                ty,
+                dst,
+                a,
+                b,
+                c,
+            } => Op::Ternary {
                 op: *op,
                 ty: *ty,
                 dst: reg(dst),
@@ -346,14 +409,27 @@ impl<I> Op<I> {
                 a: a.map2(reg, param),
                 b: b.map2(reg, param),
             },
-            Op::Selp { ty, dst, a, b, cond } => Op::Selp {
+            Op::Selp {
+                ty,
+                dst,
+                a,
+                b,
+                cond,
+            } => Op::Selp {
                 ty: *ty,
                 dst: reg(dst),
                 a: a.map2(reg, param),
                 b: b.map2(reg, param),
                 cond: cond.map2(reg, param),
             },
-            Op::Atom { op, ty, dst, mem, a, b } => Op::Atom {
+            Op::Atom {
+                op,
+                ty,
+                dst,
+                mem,
+                a,
+                b,
+            } => Op::Atom {
                 op: *op,
                 ty: *ty,
                 dst: reg(dst),
@@ -361,11 +437,16 @@ impl<I> Op<I> {
                 a: a.map2(reg, param),
                 b: b.as_ref().map(|b| b.map2(reg, param)),
             },
-            Op::Bra { target } => Op::Bra { target: label(target) },
-            Op::Loop { counter, target } => {
-                Op::Loop { counter: reg(counter), target: label(target) }
-            }
-            Op::Call { target } => Op::Call { target: label(target) },
+            Op::Bra { target } => Op::Bra {
+                target: label(target),
+            },
+            Op::Loop { counter, target } => Op::Loop {
+                counter: reg(counter),
+                target: label(target),
+            },
+            Op::Call { target } => Op::Call {
+                target: label(target),
+            },
             Op::Ret => Op::Ret,
             Op::Exit => Op::Exit,
             Op::Barrier => Op::Barrier,

@@ -149,12 +149,16 @@ impl Kernel {
             for name in labels_at.get(&(pc as u32)).into_iter().flatten() {
                 body.push(Stmt::Label(name.clone()));
             }
-            let Some(inst) = self.insts.get(pc) else { break };
-            let op = inst.op.map(&mut { reg }, &mut { param }, &mut { array }, &mut { label });
-            let guard = inst
-                .guard
-                .as_ref()
-                .map(|g| crate::inst::Guard { pred: reg(&g.pred), negate: g.negate });
+            let Some(inst) = self.insts.get(pc) else {
+                break;
+            };
+            let op = inst
+                .op
+                .map(&mut { reg }, &mut { param }, &mut { array }, &mut { label });
+            let guard = inst.guard.as_ref().map(|g| crate::inst::Guard {
+                pred: reg(&g.pred),
+                negate: g.negate,
+            });
             body.push(Stmt::Inst(Inst { guard, op }));
         }
         Program {
@@ -166,7 +170,10 @@ impl Kernel {
                 .regs
                 .iter()
                 .filter(|r| r.declared)
-                .map(|r| RegDecl { name: r.name.clone(), ty: r.ty })
+                .map(|r| RegDecl {
+                    name: r.name.clone(),
+                    ty: r.ty,
+                })
                 .collect(),
             body,
         }
@@ -174,6 +181,9 @@ impl Kernel {
 
     /// True when the instruction at `pc` can branch away (used by control-flow analyses).
     pub fn is_branch(&self, pc: usize) -> bool {
-        matches!(self.insts.get(pc).map(|i| &i.op), Some(Op::Bra { .. } | Op::Loop { .. }))
+        matches!(
+            self.insts.get(pc).map(|i| &i.op),
+            Some(Op::Bra { .. } | Op::Loop { .. })
+        )
     }
 }

@@ -73,5 +73,8 @@ pub enum AsmError {
 /// Parses and validates `.hasm` text in one step; errors point at line and column.
 pub fn assemble(text: &str) -> Result<Kernel, AsmError> {
     let (program, map) = parse_with_source_map(text)?;
-    validate(&program).map_err(|error| AsmError::Invalid { message: error.render(&map), error })
+    validate(&program).map_err(|error| AsmError::Invalid {
+        message: error.render(&map),
+        error,
+    })
 }

@@ -212,7 +212,10 @@ impl<I> Mem<I> {
         param: &mut impl FnMut(&I) -> J,
         array: &mut impl FnMut(&I) -> J,
     ) -> Mem<J> {
-        Mem { array: array(&self.array), index: self.index.map2(reg, param) }
+        Mem {
+            array: array(&self.array),
+            index: self.index.map2(reg, param),
+        }
     }
 }
 
@@ -245,7 +248,10 @@ mod tests {
         assert_eq!(Imm::Float(1.0).to_string(), "1.0");
         assert_eq!(Imm::Float(f64::NAN).to_string(), "nan");
         assert_eq!(Imm::Float(f64::NEG_INFINITY).to_string(), "-inf");
-        assert_eq!(Imm::Float(f64::from_bits(0x7ff8000000000001)).to_string(), "0d7ff8000000000001");
+        assert_eq!(
+            Imm::Float(f64::from_bits(0x7ff8000000000001)).to_string(),
+            "0d7ff8000000000001"
+        );
         assert_eq!(Imm::Int(-5).to_string(), "-5");
         assert_eq!(Imm::Float(1e300).to_string(), "1e300");
     }

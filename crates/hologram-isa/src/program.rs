@@ -38,17 +38,32 @@ pub struct Param {
 impl Param {
     /// A read-only buffer parameter.
     pub fn buffer(name: impl Into<String>, elem: Type) -> Param {
-        Param { name: name.into(), kind: ParamKind::Buffer { elem, access: Access::ReadOnly } }
+        Param {
+            name: name.into(),
+            kind: ParamKind::Buffer {
+                elem,
+                access: Access::ReadOnly,
+            },
+        }
     }
 
     /// A read-write buffer parameter.
     pub fn buffer_rw(name: impl Into<String>, elem: Type) -> Param {
-        Param { name: name.into(), kind: ParamKind::Buffer { elem, access: Access::ReadWrite } }
+        Param {
+            name: name.into(),
+            kind: ParamKind::Buffer {
+                elem,
+                access: Access::ReadWrite,
+            },
+        }
     }
 
     /// A scalar parameter.
     pub fn scalar(name: impl Into<String>, ty: Type) -> Param {
-        Param { name: name.into(), kind: ParamKind::Scalar(ty) }
+        Param {
+            name: name.into(),
+            kind: ParamKind::Scalar(ty),
+        }
     }
 
     /// The element type of a buffer, or the type of a scalar.
@@ -66,7 +81,13 @@ impl Param {
 
     /// True for buffers declared `.rw`.
     pub fn is_writable(&self) -> bool {
-        matches!(self.kind, ParamKind::Buffer { access: Access::ReadWrite, .. })
+        matches!(
+            self.kind,
+            ParamKind::Buffer {
+                access: Access::ReadWrite,
+                ..
+            }
+        )
     }
 }
 
@@ -128,7 +149,10 @@ pub struct Program {
 impl Program {
     /// Number of instructions (labels not counted).
     pub fn instruction_count(&self) -> usize {
-        self.body.iter().filter(|s| matches!(s, Stmt::Inst(_))).count()
+        self.body
+            .iter()
+            .filter(|s| matches!(s, Stmt::Inst(_)))
+            .count()
     }
 
     /// Looks up a parameter by name.

@@ -5,7 +5,9 @@ fn readme_examples_assemble() {
     let readme = include_str!("../README.md");
     let mut count = 0;
     for block in readme.split("```").skip(1).step_by(2) {
-        let body = block.trim_start_matches(|c: char| c.is_alphanumeric()).trim_start();
+        let body = block
+            .trim_start_matches(|c: char| c.is_alphanumeric())
+            .trim_start();
         if !body.starts_with(".kernel") {
             continue;
         }

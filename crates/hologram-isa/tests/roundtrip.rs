@@ -47,25 +47,74 @@ fn mem() -> impl Strategy<Value = Mem<String>> {
 fn op() -> impl Strategy<Value = Op<String>> {
     prop_oneof![
         (ty(), reg(), operand()).prop_map(|(ty, dst, src)| Op::Mov { ty, dst, src }),
-        (ty(), ty(), reg(), operand()).prop_map(|(to, from, dst, src)| Op::Cvt { to, from, dst, src }),
+        (ty(), ty(), reg(), operand()).prop_map(|(to, from, dst, src)| Op::Cvt {
+            to,
+            from,
+            dst,
+            src
+        }),
         (ty(), reg(), mem()).prop_map(|(ty, dst, mem)| Op::Ld { ty, dst, mem }),
         (ty(), mem(), operand()).prop_map(|(ty, mem, src)| Op::St { ty, mem, src }),
         (prop::sample::select(UnaryOp::ALL), ty(), reg(), operand())
             .prop_map(|(op, ty, dst, src)| Op::Unary { op, ty, dst, src }),
-        (prop::sample::select(BinaryOp::ALL), ty(), reg(), operand(), operand())
+        (
+            prop::sample::select(BinaryOp::ALL),
+            ty(),
+            reg(),
+            operand(),
+            operand()
+        )
             .prop_map(|(op, ty, dst, a, b)| Op::Binary { op, ty, dst, a, b }),
-        (prop::sample::select(TernaryOp::ALL), ty(), reg(), operand(), operand(), operand())
-            .prop_map(|(op, ty, dst, a, b, c)| Op::Ternary { op, ty, dst, a, b, c }),
-        (prop::sample::select(CmpOp::ALL), ty(), reg(), operand(), operand())
+        (
+            prop::sample::select(TernaryOp::ALL),
+            ty(),
+            reg(),
+            operand(),
+            operand(),
+            operand()
+        )
+            .prop_map(|(op, ty, dst, a, b, c)| Op::Ternary {
+                op,
+                ty,
+                dst,
+                a,
+                b,
+                c
+            }),
+        (
+            prop::sample::select(CmpOp::ALL),
+            ty(),
+            reg(),
+            operand(),
+            operand()
+        )
             .prop_map(|(cmp, ty, dst, a, b)| Op::Setp { cmp, ty, dst, a, b }),
-        (ty(), reg(), operand(), operand(), operand())
-            .prop_map(|(ty, dst, a, b, cond)| Op::Selp { ty, dst, a, b, cond }),
-        (prop::sample::select(AtomOp::ALL), ty(), reg(), mem(), operand(), operand()).prop_map(
-            |(op, ty, dst, mem, a, b)| {
+        (ty(), reg(), operand(), operand(), operand()).prop_map(|(ty, dst, a, b, cond)| Op::Selp {
+            ty,
+            dst,
+            a,
+            b,
+            cond
+        }),
+        (
+            prop::sample::select(AtomOp::ALL),
+            ty(),
+            reg(),
+            mem(),
+            operand(),
+            operand()
+        )
+            .prop_map(|(op, ty, dst, mem, a, b)| {
                 let b = (op == AtomOp::Cas).then_some(b);
-                Op::Atom { op, ty, dst, mem, a, b }
-            }
-        ),
+                Op::Atom {
+                    op,
+                    ty,
+                    dst,
+                    mem,
+                    a,
+                    b,
+                }
+            }),
         ident().prop_map(|target| Op::Bra { target }),
         (reg(), ident()).prop_map(|(counter, target)| Op::Loop { counter, target }),
         ident().prop_map(|target| Op::Call { target }),
@@ -92,13 +141,17 @@ fn program() -> impl Strategy<Value = Program> {
         1 => Param::buffer(name, t),
         _ => Param::buffer_rw(name, t),
     });
-    let array = || (ident(), ty(), 1..1000u32).prop_map(|(name, elem, len)| ArrayDecl { name, elem, len });
+    let array =
+        || (ident(), ty(), 1..1000u32).prop_map(|(name, elem, len)| ArrayDecl { name, elem, len });
     (
         ident(),
         prop::collection::vec(param, 0..4),
         prop::collection::vec(array(), 0..2),
         prop::collection::vec(array(), 0..2),
-        prop::collection::vec((reg(), ty()).prop_map(|(name, ty)| RegDecl { name, ty }), 0..3),
+        prop::collection::vec(
+            (reg(), ty()).prop_map(|(name, ty)| RegDecl { name, ty }),
+            0..3,
+        ),
         prop::collection::vec(stmt(), 0..24),
     )
         .prop_map(|(name, params, shared, scratch, regs, body)| Program {

@@ -54,7 +54,10 @@ END:
 #[test]
 fn parse_errors_point_at_line_and_column() {
     let err = assemble(".kernel k\n    mov.u32 %a 1;\n").unwrap_err();
-    assert_eq!(err.to_string(), "2:16: expected ',' after the destination, found '1'");
+    assert_eq!(
+        err.to_string(),
+        "2:16: expected ',' after the destination, found '1'"
+    );
     let err = assemble(".kernel k\n    frob.u32 %a, 1;\n").unwrap_err();
     assert_eq!(err.to_string(), "2:5: unknown instruction 'frob'");
 }
@@ -68,9 +71,18 @@ fn validation_errors_point_at_line_and_column() {
 
 #[test]
 fn rejects_unknown_names() {
-    assert_eq!(rejects("    mov.u32 %a, m;\n").1, K::UnknownParam("m".into()));
-    assert_eq!(rejects("    ld.f32 %a, z[0];\n").1, K::UnknownArray("z".into()));
-    assert_eq!(rejects("    add.u32 %a, %b, 1;\n").1, K::UnwrittenRegister("b".into()));
+    assert_eq!(
+        rejects("    mov.u32 %a, m;\n").1,
+        K::UnknownParam("m".into())
+    );
+    assert_eq!(
+        rejects("    ld.f32 %a, z[0];\n").1,
+        K::UnknownArray("z".into())
+    );
+    assert_eq!(
+        rejects("    add.u32 %a, %b, 1;\n").1,
+        K::UnwrittenRegister("b".into())
+    );
 }
 
 #[test]
@@ -84,7 +96,10 @@ fn rejects_type_mismatches() {
     let (msg, _) = rejects("    mov.f32 %i, 1.0;\n    ld.f32 %a, x[%i];\n");
     assert!(msg.contains("expected an integer"), "{msg}");
     let (msg, _) = rejects("    mov.u32 %a, x;\n");
-    assert!(msg.contains("buffer parameter 'x' used as a value"), "{msg}");
+    assert!(
+        msg.contains("buffer parameter 'x' used as a value"),
+        "{msg}"
+    );
     let (msg, _) = rejects("    sin.u32 %a, 1;\n");
     assert!(msg.contains("floats only"), "{msg}");
     let (msg, _) = rejects("    mov.u32 %a, 1.5;\n");
@@ -99,25 +114,45 @@ fn rejects_type_mismatches() {
 
 #[test]
 fn rejects_writes_to_read_only_and_special() {
-    assert_eq!(rejects("    st.f32 x[0], 1.0;\n").1, K::ReadOnlyWrite("x".into()));
+    assert_eq!(
+        rejects("    st.f32 x[0], 1.0;\n").1,
+        K::ReadOnlyWrite("x".into())
+    );
     let (msg, _) = rejects("    atom.add.f32 %o, x[0], 1.0;\n");
     assert!(msg.contains("read-only"), "{msg}");
     // Writing a special register is a syntax error in text ...
     let err = assemble(&kernel("    mov.u32 %tid.x, 1;\n")).unwrap_err();
-    assert!(err.to_string().contains("special registers are read-only"), "{err}");
+    assert!(
+        err.to_string().contains("special registers are read-only"),
+        "{err}"
+    );
     // ... and a validation error for programs built in Rust.
     let mut b = hologram_isa::ProgramBuilder::new("k");
     b.mov(hologram_isa::Type::U32, "%tid", 1u32);
     let err = hologram_isa::validate(&b.finish()).unwrap_err();
-    assert!(err.to_string().contains("special registers are read-only"), "{err}");
+    assert!(
+        err.to_string().contains("special registers are read-only"),
+        "{err}"
+    );
 }
 
 #[test]
 fn rejects_shared_memory_misuse() {
     let (_, kind) = rejects("    st.f32 tile[256], 1.0;\n");
-    assert_eq!(kind, K::StaticIndexOutOfBounds { array: "tile".into(), index: 256, len: 256 });
+    assert_eq!(
+        kind,
+        K::StaticIndexOutOfBounds {
+            array: "tile".into(),
+            index: 256,
+            len: 256
+        }
+    );
     let err = assemble(".kernel k\n.shared .f64 big[8192]\n    exit;\n").unwrap_err();
-    assert!(err.to_string().contains("65536 bytes declared, the limit is 49152"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("65536 bytes declared, the limit is 49152"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -131,7 +166,10 @@ SKIP:
 ",
     );
     assert!(matches!(kind, K::DivergentBarrier { .. }), "{kind:?}");
-    assert!(msg.starts_with("9:5:") && msg.contains("divergent branch is at 8:1"), "{msg}");
+    assert!(
+        msg.starts_with("9:5:") && msg.contains("divergent branch is at 8:1"),
+        "{msg}"
+    );
     // Guarded barrier on a lane-dependent predicate.
     let (_, kind) = rejects("    setp.lt.u32 %p, %gid, 16;\n@%p barrier;\n");
     assert!(matches!(kind, K::DivergentBarrier { .. }));
@@ -155,7 +193,10 @@ SYNC:
     ret;
 ",
     );
-    assert!(msg.contains("called subroutine contains a barrier"), "{msg}");
+    assert!(
+        msg.contains("called subroutine contains a barrier"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -179,10 +220,14 @@ END:
 
 #[test]
 fn rejects_recursion_and_measures_depth() {
-    let (msg, kind) = rejects("    call F;\n    exit;\nF:\n    call G;\n    ret;\nG:\n    call F;\n    ret;\n");
+    let (msg, kind) =
+        rejects("    call F;\n    exit;\nF:\n    call G;\n    ret;\nG:\n    call F;\n    ret;\n");
     assert!(matches!(kind, K::Recursion(_)));
     assert!(msg.contains("F -> G -> F"), "{msg}");
-    let k = assemble(&kernel("    call F;\n    exit;\nF:\n    call G;\n    ret;\nG:\n    ret;\n")).unwrap();
+    let k = assemble(&kernel(
+        "    call F;\n    exit;\nF:\n    call G;\n    ret;\nG:\n    ret;\n",
+    ))
+    .unwrap();
     assert_eq!(k.facts.max_call_depth, 2);
 }
 
@@ -197,7 +242,12 @@ fn zero_init_lists_maybe_unwritten_reads() {
 ",
     ))
     .unwrap();
-    let names: Vec<&str> = k.facts.zero_init.iter().map(|&r| k.regs[r as usize].name.as_str()).collect();
+    let names: Vec<&str> = k
+        .facts
+        .zero_init
+        .iter()
+        .map(|&r| k.regs[r as usize].name.as_str())
+        .collect();
     assert_eq!(names, vec!["a"]);
 }
 
@@ -220,7 +270,10 @@ INIT:
 fn atomics_types_and_spaces() {
     assemble(&kernel("    atom.add.u32 %o, h[0], 1;\n    atom.add.f32 %f, tile[0], 1.0;\n    atom.cas.u32 %c, h[1], 0, 1;\n")).unwrap();
     let (msg, _) = rejects("    atom.min.f32 %o, y[0], 1.0;\n");
-    assert!(msg.contains("atomics take 32- and 64-bit integers"), "{msg}");
+    assert!(
+        msg.contains("atomics take 32- and 64-bit integers"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -16,13 +16,53 @@ pub(crate) type Slot = u32;
 
 /// An interpreter instruction.
 pub(crate) enum XOp {
-    Compute { f: LaneFn, d: Slot, a: Slot, b: Slot, c: Slot },
-    Load { f: LoadFn, widen: IndexFn, d: Slot, array: u32, index: Slot },
-    Store { f: StoreFn, widen: IndexFn, array: u32, index: Slot, src: Slot },
-    Atom { f: AtomFn, widen: IndexFn, d: Slot, array: u32, index: Slot, a: Slot, b: Slot },
-    Bra { target: u32 },
-    Loop { f: LoopFn, counter: Slot, target: u32 },
-    Call { target: u32 },
+    Compute {
+        f: LaneFn,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    /// `contiguous`: the index is `%gid` (or a copy of it), so lane `l` reads element
+    /// `index[0] + l` and a full batch is one bounds check and one copy.
+    Load {
+        f: LoadFn,
+        widen: IndexFn,
+        d: Slot,
+        array: u32,
+        index: Slot,
+        contiguous: bool,
+        size: usize,
+    },
+    Store {
+        f: StoreFn,
+        widen: IndexFn,
+        array: u32,
+        index: Slot,
+        src: Slot,
+        contiguous: bool,
+        size: usize,
+    },
+    Atom {
+        f: AtomFn,
+        widen: IndexFn,
+        d: Slot,
+        array: u32,
+        index: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Bra {
+        target: u32,
+    },
+    Loop {
+        f: LoopFn,
+        counter: Slot,
+        target: u32,
+    },
+    Call {
+        target: u32,
+    },
     Ret,
     Exit,
     Barrier,
@@ -57,6 +97,8 @@ pub(crate) struct CpuKernel {
 
 struct Lowering<'k> {
     kernel: &'k Kernel,
+    /// Registers that always hold `%gid` (their only write is an unguarded `mov.u32 %r, %gid`).
+    gid_copies: Vec<bool>,
     next_slot: Slot,
     specials: HashMap<Special, Slot>,
     consts: HashMap<(Type, u64, bool), Slot>,
@@ -107,6 +149,14 @@ impl Lowering<'_> {
         slot
     }
 
+    fn is_gid(&self, op: &Operand<u32>) -> bool {
+        match op {
+            Operand::Special(Special::GidLinear) => true,
+            Operand::Reg(r) => self.gid_copies[*r as usize],
+            _ => false,
+        }
+    }
+
     fn index_type(&self, op: &Operand<u32>) -> Type {
         self.kernel.operand_type(op).unwrap_or(Type::U64)
     }
@@ -123,49 +173,138 @@ impl Lowering<'_> {
         Ok(match op {
             Op::Mov { ty, dst, src } => {
                 let a = self.slot(src, *ty);
-                XOp::Compute { f: lanes::mov_fn(*ty), d: *dst, a, b: a, c: a }
+                let f = self.compute(lanes::mov_fn(*ty), format!("mov.{ty}"))?;
+                XOp::Compute {
+                    f,
+                    d: *dst,
+                    a,
+                    b: a,
+                    c: a,
+                }
             }
             Op::Cvt { to, from, dst, src } => {
                 let a = self.slot(src, *from);
                 let f = self.compute(lanes::cvt_fn(*to, *from), format!("cvt.{to}.{from}"))?;
-                XOp::Compute { f, d: *dst, a, b: a, c: a }
+                XOp::Compute {
+                    f,
+                    d: *dst,
+                    a,
+                    b: a,
+                    c: a,
+                }
             }
             Op::Unary { op, ty, dst, src } => {
                 let a = self.slot(src, *ty);
                 let f = self.compute(lanes::unary_fn(*op, *ty), format!("{}.{ty}", op.name()))?;
-                XOp::Compute { f, d: *dst, a, b: a, c: a }
+                XOp::Compute {
+                    f,
+                    d: *dst,
+                    a,
+                    b: a,
+                    c: a,
+                }
             }
             Op::Binary { op, ty, dst, a, b } => {
                 let (a, b) = (self.slot(a, *ty), self.slot(b, *ty));
                 let f = self.compute(lanes::binary_fn(*op, *ty), format!("{}.{ty}", op.name()))?;
-                XOp::Compute { f, d: *dst, a, b, c: a }
+                XOp::Compute {
+                    f,
+                    d: *dst,
+                    a,
+                    b,
+                    c: a,
+                }
             }
-            Op::Ternary { op, ty, dst, a, b, c } => {
+            Op::Ternary {
+                op,
+                ty,
+                dst,
+                a,
+                b,
+                c,
+            } => {
                 let (a, b, c) = (self.slot(a, *ty), self.slot(b, *ty), self.slot(c, *ty));
                 let f = self.compute(lanes::ternary_fn(*op, *ty), format!("{}.{ty}", op.name()))?;
-                XOp::Compute { f, d: *dst, a, b, c }
+                XOp::Compute {
+                    f,
+                    d: *dst,
+                    a,
+                    b,
+                    c,
+                }
             }
             Op::Setp { cmp, ty, dst, a, b } => {
                 let (a, b) = (self.slot(a, *ty), self.slot(b, *ty));
-                let f = self.compute(lanes::setp_fn(*cmp, *ty), format!("setp.{}.{ty}", cmp.name()))?;
-                XOp::Compute { f, d: *dst, a, b, c: a }
+                let f = self.compute(
+                    lanes::setp_fn(*cmp, *ty),
+                    format!("setp.{}.{ty}", cmp.name()),
+                )?;
+                XOp::Compute {
+                    f,
+                    d: *dst,
+                    a,
+                    b,
+                    c: a,
+                }
             }
-            Op::Selp { ty, dst, a, b, cond } => {
-                let (a, b, c) = (self.slot(a, *ty), self.slot(b, *ty), self.slot(cond, Type::Pred));
-                XOp::Compute { f: lanes::selp_fn(*ty), d: *dst, a, b, c }
+            Op::Selp {
+                ty,
+                dst,
+                a,
+                b,
+                cond,
+            } => {
+                let (a, b, c) = (
+                    self.slot(a, *ty),
+                    self.slot(b, *ty),
+                    self.slot(cond, Type::Pred),
+                );
+                let f = self.compute(lanes::selp_fn(*ty), format!("selp.{ty}"))?;
+                XOp::Compute {
+                    f,
+                    d: *dst,
+                    a,
+                    b,
+                    c,
+                }
             }
             Op::Ld { ty, dst, mem } => {
                 let widen = self.widen(self.index_type(&mem.index))?;
                 let index = self.slot(&mem.index, self.index_type(&mem.index));
-                XOp::Load { f: memops::load_fn(*ty), widen, d: *dst, array: mem.array, index }
+                let contiguous = self.is_gid(&mem.index);
+                XOp::Load {
+                    f: memops::load_fn(*ty),
+                    widen,
+                    d: *dst,
+                    array: mem.array,
+                    index,
+                    contiguous,
+                    size: ty.size_bytes(),
+                }
             }
             Op::St { ty, mem, src } => {
                 let widen = self.widen(self.index_type(&mem.index))?;
                 let index = self.slot(&mem.index, self.index_type(&mem.index));
                 let src = self.slot(src, *ty);
-                XOp::Store { f: memops::store_fn(*ty), widen, array: mem.array, index, src }
+                let contiguous = self.is_gid(&mem.index);
+                XOp::Store {
+                    f: memops::store_fn(*ty),
+                    widen,
+                    array: mem.array,
+                    index,
+                    src,
+                    contiguous,
+                    size: ty.size_bytes(),
+                }
             }
-            Op::Atom { op, ty, dst, mem, a, b } => {
+            Op::Atom {
+                op,
+                ty,
+                dst,
+                mem,
+                a,
+                b,
+            } => {
                 let widen = self.widen(self.index_type(&mem.index))?;
                 let index = self.slot(&mem.index, self.index_type(&mem.index));
                 let a = self.slot(a, *ty);
@@ -175,13 +314,26 @@ impl Lowering<'_> {
                 };
                 let f = memops::atom_fn(*op, *ty)
                     .ok_or_else(|| self.internal(format!("atom.{}.{ty}", op.name())))?;
-                XOp::Atom { f, widen, d: *dst, array: mem.array, index, a, b }
+                XOp::Atom {
+                    f,
+                    widen,
+                    d: *dst,
+                    array: mem.array,
+                    index,
+                    a,
+                    b,
+                }
             }
             Op::Bra { target } => XOp::Bra { target: *target },
             Op::Loop { counter, target } => {
                 let ty = self.kernel.regs[*counter as usize].ty;
-                let f = lanes::loop_fn(ty).ok_or_else(|| self.internal(format!("loop over {ty}")))?;
-                XOp::Loop { f, counter: *counter, target: *target }
+                let f =
+                    lanes::loop_fn(ty).ok_or_else(|| self.internal(format!("loop over {ty}")))?;
+                XOp::Loop {
+                    f,
+                    counter: *counter,
+                    target: *target,
+                }
             }
             Op::Call { target } => XOp::Call { target: *target },
             Op::Ret => XOp::Ret,
@@ -192,10 +344,35 @@ impl Lowering<'_> {
     }
 }
 
+fn gid_copies(kernel: &Kernel) -> Vec<bool> {
+    let mut writes = vec![0u32; kernel.regs.len()];
+    let mut is_copy = vec![false; kernel.regs.len()];
+    for inst in &kernel.insts {
+        if let Some(&d) = inst.op.dst() {
+            writes[d as usize] += 1;
+            is_copy[d as usize] = inst.guard.is_none()
+                && matches!(
+                    inst.op,
+                    Op::Mov {
+                        ty: Type::U32,
+                        src: Operand::Special(Special::GidLinear),
+                        ..
+                    }
+                );
+        }
+    }
+    is_copy
+        .iter()
+        .zip(&writes)
+        .map(|(&c, &w)| c && w == 1)
+        .collect()
+}
+
 /// Lowers a validated kernel.
 pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
     let mut l = Lowering {
         kernel,
+        gid_copies: gid_copies(kernel),
         next_slot: kernel.regs.len() as Slot,
         specials: HashMap::new(),
         consts: HashMap::new(),

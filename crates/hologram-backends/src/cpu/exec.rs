@@ -18,6 +18,12 @@ pub(crate) struct LaunchCtx<'a> {
     pub k: &'a CpuKernel,
     pub grid: [u32; 3],
     pub block: [u32; 3],
+    /// Lanes per block.
+    pub block_lanes: usize,
+    /// Blocks run together as one wide batch (1 when the kernel uses barriers or shared
+    /// memory, whose scope is a single block).
+    pub batch_blocks: usize,
+    /// Lanes per batch: `block_lanes * batch_blocks`.
     pub lanes: usize,
     /// One view per parameter (scalar parameters get an empty view).
     pub globals: Vec<ArrayView>,
@@ -78,7 +84,11 @@ impl BlockState {
         let lanes = ctx.lanes;
         let kernel = &k.kernel;
         let shared_words: usize = kernel.shared.iter().map(|a| a.bytes().div_ceil(8)).sum();
-        let scratch_words: usize = kernel.scratch.iter().map(|a| (a.bytes() * lanes).div_ceil(8)).sum();
+        let scratch_words: usize = kernel
+            .scratch
+            .iter()
+            .map(|a| (a.bytes() * lanes).div_ceil(8))
+            .sum();
         let mut st = BlockState {
             lanes,
             file: vec![0u64; k.num_slots * lanes],
@@ -97,53 +107,101 @@ impl BlockState {
         for a in &kernel.shared {
             // SAFETY: `off` stays within `shared` (sized from the same declarations).
             let base = unsafe { (st.shared.as_mut_ptr() as *mut u8).add(off * 8) };
-            st.views.push(ArrayView { base, len: a.len as u64, per_lane: false, lanes });
+            st.views.push(ArrayView {
+                base,
+                len: a.len as u64,
+                per_lane: false,
+                lanes,
+            });
             off += a.bytes().div_ceil(8);
         }
         let mut off = 0usize;
         for a in &kernel.scratch {
             // SAFETY: as above, within `scratch`.
             let base = unsafe { (st.scratch.as_mut_ptr() as *mut u8).add(off * 8) };
-            st.views.push(ArrayView { base, len: a.len as u64, per_lane: true, lanes });
+            st.views.push(ArrayView {
+                base,
+                len: a.len as u64,
+                per_lane: true,
+                lanes,
+            });
             off += (a.bytes() * lanes).div_ceil(8);
         }
         // Constants and the launch-invariant special registers are written once per worker.
         for (i, &(slot, ty, _)) in k.consts.iter().enumerate() {
-            fill_slot(&mut st.file, lanes, slot, ty.size_bytes(), ctx.const_bits[i]);
+            fill_slot(
+                &mut st.file,
+                lanes,
+                slot,
+                ty.size_bytes(),
+                ctx.const_bits[i],
+            );
         }
         let [bx, by, bz] = ctx.block.map(|v| v as usize);
         for &(s, slot) in &k.specials {
             let (bx32, by32, bz32) = (bx as u32, by as u32, bz as u32);
+            let w = ctx.block_lanes;
             match s {
-                Special::Tid(d) => write_u32_slot(&mut st.file, lanes, slot, |l| {
-                    [(l % bx) as u32, ((l / bx) % by) as u32, (l / (bx * by)) as u32][d.index()]
+                Special::Tid(d) => write_u32_slot(&mut st.file, lanes, slot, |lane| {
+                    let l = lane % w;
+                    [
+                        (l % bx) as u32,
+                        ((l / bx) % by) as u32,
+                        (l / (bx * by)) as u32,
+                    ][d.index()]
                 }),
-                Special::Ntid(d) => fill_slot(&mut st.file, lanes, slot, 4, [bx32, by32, bz32][d.index()] as u64),
-                Special::Nctaid(d) => fill_slot(&mut st.file, lanes, slot, 4, ctx.grid[d.index()] as u64),
+                Special::Ntid(d) => fill_slot(
+                    &mut st.file,
+                    lanes,
+                    slot,
+                    4,
+                    [bx32, by32, bz32][d.index()] as u64,
+                ),
+                Special::Nctaid(d) => {
+                    fill_slot(&mut st.file, lanes, slot, 4, ctx.grid[d.index()] as u64)
+                }
                 _ => {}
             }
         }
         st
     }
 
-    fn begin_block(&mut self, ctx: &LaunchCtx<'_>, block: u64) {
+    /// Sets the per-block special registers for a batch starting at block `first`.
+    fn begin_batch(&mut self, ctx: &LaunchCtx<'_>, first: u64) {
         let k = ctx.k;
         let lanes = self.lanes;
+        let w = ctx.block_lanes;
         let [gx, gy, _] = ctx.grid.map(|v| v as u64);
-        let ctaid = [(block % gx) as u32, ((block / gx) % gy) as u32, (block / (gx * gy)) as u32];
+        let ctaid_of = |lane: usize| {
+            let block = first + (lane / w) as u64;
+            [
+                (block % gx) as u32,
+                ((block / gx) % gy) as u32,
+                (block / (gx * gy)) as u32,
+            ]
+        };
         let [bx, by, _] = ctx.block.map(|v| v as usize);
         for &(s, slot) in &k.specials {
             match s {
-                Special::Ctaid(d) => fill_slot(&mut self.file, lanes, slot, 4, ctaid[d.index()] as u64),
-                Special::Gid(d) => {
-                    let base = ctaid[d.index()].wrapping_mul(ctx.block[d.index()]);
-                    write_u32_slot(&mut self.file, lanes, slot, |l| {
-                        let tid = [l % bx, (l / bx) % by, l / (bx * by)][d.index()] as u32;
-                        base.wrapping_add(tid)
-                    })
-                }
+                Special::Ctaid(d) if ctx.batch_blocks == 1 => fill_slot(
+                    &mut self.file,
+                    lanes,
+                    slot,
+                    4,
+                    ctaid_of(0)[d.index()] as u64,
+                ),
+                Special::Ctaid(d) => write_u32_slot(&mut self.file, lanes, slot, |lane| {
+                    ctaid_of(lane)[d.index()]
+                }),
+                Special::Gid(d) => write_u32_slot(&mut self.file, lanes, slot, |lane| {
+                    let l = lane % w;
+                    let tid = [l % bx, (l / bx) % by, l / (bx * by)][d.index()] as u32;
+                    ctaid_of(lane)[d.index()]
+                        .wrapping_mul(ctx.block[d.index()])
+                        .wrapping_add(tid)
+                }),
                 Special::GidLinear => {
-                    let base = (block as u32).wrapping_mul(lanes as u32);
+                    let base = (first as u32).wrapping_mul(w as u32);
                     write_u32_slot(&mut self.file, lanes, slot, |l| base.wrapping_add(l as u32))
                 }
                 _ => {}
@@ -162,19 +220,36 @@ impl BlockState {
     }
 
     fn new_mask(&mut self) -> Vec<u8> {
-        self.spare_masks.pop().unwrap_or_else(|| vec![0; self.lanes])
+        self.spare_masks
+            .pop()
+            .unwrap_or_else(|| vec![0; self.lanes])
     }
 
-    /// Runs one block to completion.
-    pub(crate) fn run_block(&mut self, ctx: &LaunchCtx<'_>, block: u64) -> Result<()> {
+    /// Runs `count` blocks starting at block `first` to completion (`count` is at most
+    /// `ctx.batch_blocks`; lanes of missing blocks stay inactive).
+    pub(crate) fn run_batch(
+        &mut self,
+        ctx: &LaunchCtx<'_>,
+        first: u64,
+        count: usize,
+    ) -> Result<()> {
+        let block = first;
         self.block = block;
-        self.begin_block(ctx, block);
+        self.begin_batch(ctx, block);
         while let Some(g) = self.groups.pop() {
             self.spare_masks.push(g.mask);
         }
+        let live = (count * ctx.block_lanes).min(self.lanes);
         let mut mask = self.new_mask();
-        mask.fill(1);
-        self.groups.push(Group { pc: 0, mask, active: self.lanes, stack: Vec::new(), waiting: false });
+        mask[..live].fill(1);
+        mask[live..].fill(0);
+        self.groups.push(Group {
+            pc: 0,
+            mask,
+            active: live,
+            stack: Vec::new(),
+            waiting: false,
+        });
         while let Some(gi) = self.schedule(ctx, block)? {
             self.run_group(ctx, gi)?;
         }
@@ -187,7 +262,12 @@ impl BlockState {
         if self.groups.is_empty() {
             return Ok(None);
         }
-        let runnable = self.groups.iter().enumerate().filter(|(_, g)| !g.waiting).min_by_key(|(_, g)| g.pc);
+        let runnable = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| !g.waiting)
+            .min_by_key(|(_, g)| g.pc);
         if let Some((i, _)) = runnable {
             return Ok(Some(i));
         }
@@ -197,7 +277,11 @@ impl BlockState {
             let mut pcs: Vec<u32> = self.groups.iter().map(|g| g.pc).collect();
             pcs.sort_unstable();
             pcs.dedup();
-            return Err(BackendError::BarrierDivergence { kernel: ctx.k.kernel.name.clone(), block, pcs });
+            return Err(BackendError::BarrierDivergence {
+                kernel: ctx.k.kernel.name.clone(),
+                block,
+                pcs,
+            });
         }
         for g in &mut self.groups {
             g.waiting = false;
@@ -242,7 +326,13 @@ impl BlockState {
             *m &= !t;
         }
         g.active -= count;
-        self.groups.push(Group { pc, mask, active: count, stack, waiting: false });
+        self.groups.push(Group {
+            pc,
+            mask,
+            active: count,
+            stack,
+            waiting: false,
+        });
     }
 
     fn out_of_bounds(&self, ctx: &LaunchCtx<'_>, array: u32, lane: usize) -> BackendError {
@@ -261,7 +351,13 @@ impl BlockState {
         let insts = &ctx.k.insts;
         let n = insts.len() as u32;
         let cur = self.groups[gi].pc;
-        let limit = self.groups.iter().map(|g| g.pc).filter(|&pc| pc > cur).min().unwrap_or(u32::MAX);
+        let limit = self
+            .groups
+            .iter()
+            .map(|g| g.pc)
+            .filter(|&pc| pc > cur)
+            .min()
+            .unwrap_or(u32::MAX);
         loop {
             let pc = self.groups[gi].pc;
             if pc >= limit {
@@ -309,28 +405,84 @@ impl BlockState {
                     // SAFETY: each slot holds `lanes` elements of the type the function expects.
                     unsafe { f(lanes, sp(*d), sp(*a), sp(*b), sp(*c), mask) };
                 }
-                XOp::Load { f, widen, d, array, index } => {
+                XOp::Load {
+                    f,
+                    widen,
+                    d,
+                    array,
+                    index,
+                    contiguous,
+                    size,
+                } => {
+                    let view = self.views[*array as usize];
+                    if *contiguous && mask.is_none() {
+                        // SAFETY: the index slot holds u32 lanes; the range is checked first.
+                        let first = unsafe { *(sp(*index) as *const u32) } as u64;
+                        if first + lanes as u64 <= view.len {
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    view.base.add(first as usize * size),
+                                    sp(*d),
+                                    lanes * size,
+                                )
+                            };
+                            self.groups[gi].pc += 1;
+                            continue;
+                        }
+                    }
                     // SAFETY: the index slot holds `lanes` integers of the widened type; views
                     // point at live arrays of `len` elements.
                     unsafe { widen(lanes, sp(*index), &mut self.idx) };
-                    let view = self.views[*array as usize];
                     if let Err(l) = unsafe { f(lanes, sp(*d), &self.idx, &view, mask) } {
                         return Err(self.out_of_bounds(ctx, *array, l));
                     }
                 }
-                XOp::Store { f, widen, array, index, src } => {
+                XOp::Store {
+                    f,
+                    widen,
+                    array,
+                    index,
+                    src,
+                    contiguous,
+                    size,
+                } => {
+                    let view = self.views[*array as usize];
+                    if *contiguous && mask.is_none() {
+                        // SAFETY: as for loads.
+                        let first = unsafe { *(sp(*index) as *const u32) } as u64;
+                        if first + lanes as u64 <= view.len {
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    sp(*src),
+                                    view.base.add(first as usize * size),
+                                    lanes * size,
+                                )
+                            };
+                            self.groups[gi].pc += 1;
+                            continue;
+                        }
+                    }
                     // SAFETY: as for loads.
                     unsafe { widen(lanes, sp(*index), &mut self.idx) };
-                    let view = self.views[*array as usize];
                     if let Err(l) = unsafe { f(lanes, sp(*src), &self.idx, &view, mask) } {
                         return Err(self.out_of_bounds(ctx, *array, l));
                     }
                 }
-                XOp::Atom { f, widen, d, array, index, a, b } => {
+                XOp::Atom {
+                    f,
+                    widen,
+                    d,
+                    array,
+                    index,
+                    a,
+                    b,
+                } => {
                     // SAFETY: as for loads.
                     unsafe { widen(lanes, sp(*index), &mut self.idx) };
                     let view = self.views[*array as usize];
-                    if let Err(l) = unsafe { f(lanes, sp(*d), &self.idx, &view, sp(*a), sp(*b), mask) } {
+                    if let Err(l) =
+                        unsafe { f(lanes, sp(*d), &self.idx, &view, sp(*a), sp(*b), mask) }
+                    {
                         return Err(self.out_of_bounds(ctx, *array, l));
                     }
                 }
@@ -377,7 +529,8 @@ impl BlockState {
                     return Ok(());
                 }
                 XOp::Ret | XOp::Exit => {
-                    let returning = matches!(inst.op, XOp::Ret) && !self.groups[gi].stack.is_empty();
+                    let returning =
+                        matches!(inst.op, XOp::Ret) && !self.groups[gi].stack.is_empty();
                     if count == group_active {
                         if returning {
                             let g = &mut self.groups[gi];

@@ -26,7 +26,13 @@ unsafe fn store_lane<D: Copy>(d: *mut D, i: usize, v: D, mask: Option<&[u8]>) {
 }
 
 #[inline(always)]
-unsafe fn map1<A: Copy, D: Copy>(n: usize, d: *mut u8, a: *const u8, mask: Option<&[u8]>, f: impl Fn(A) -> D) {
+unsafe fn map1<A: Copy, D: Copy>(
+    n: usize,
+    d: *mut u8,
+    a: *const u8,
+    mask: Option<&[u8]>,
+    f: impl Fn(A) -> D,
+) {
     let (d, a) = (d as *mut D, a as *const A);
     match mask {
         None => {
@@ -93,128 +99,87 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, D: Copy>(
 }
 
 macro_rules! lane_fns_1 {
-    ($($name:ident<$T:ident: $bound:ident> = $f:expr;)*) => {$(
-        unsafe fn $name<$T: $bound>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+    ([$($attr:tt)*]) => {};
+    ([$($attr:tt)*] $name:ident<$T:ident: $bound:ident> = $f:expr; $($rest:tt)*) => {
+        $($attr)* unsafe fn $name<$T: $bound>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
             map1::<$T, $T>(n, d, a, m, $f)
         }
-    )*};
+        lane_fns_1! { [$($attr)*] $($rest)* }
+    };
 }
 
 macro_rules! lane_fns_2 {
-    ($($name:ident<$T:ident: $bound:ident> = $f:expr;)*) => {$(
-        unsafe fn $name<$T: $bound>(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+    ([$($attr:tt)*]) => {};
+    ([$($attr:tt)*] $name:ident<$T:ident: $bound:ident> = $f:expr; $($rest:tt)*) => {
+        $($attr)* unsafe fn $name<$T: $bound>(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
             map2::<$T, $T, $T>(n, d, a, b, m, $f)
         }
-    )*};
+        lane_fns_2! { [$($attr)*] $($rest)* }
+    };
 }
 
 macro_rules! cmp_fns {
-    ($($name:ident = $f:expr;)*) => {$(
-        unsafe fn $name<T: Num>(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+    ([$($attr:tt)*]) => {};
+    ([$($attr:tt)*] $name:ident = $f:expr; $($rest:tt)*) => {
+        $($attr)* unsafe fn $name<T: Num>(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
             map2::<T, T, u8>(n, d, a, b, m, |x, y| $f(x, y) as u8)
         }
-    )*};
-}
-
-lane_fns_1! {
-    un_abs<T: Num> = T::abs;
-    un_neg<T: Num> = T::neg;
-    un_not<T: Int> = T::not;
-    un_exp<T: Float> = T::exp;
-    un_exp2<T: Float> = T::exp2;
-    un_log<T: Float> = T::log;
-    un_log2<T: Float> = T::log2;
-    un_log10<T: Float> = T::log10;
-    un_sqrt<T: Float> = T::sqrt;
-    un_rsqrt<T: Float> = T::rsqrt;
-    un_sin<T: Float> = T::sin;
-    un_cos<T: Float> = T::cos;
-    un_tan<T: Float> = T::tan;
-    un_tanh<T: Float> = T::tanh;
-    un_sigmoid<T: Float> = T::sigmoid;
-    un_erf<T: Float> = T::erf;
-    un_floor<T: Float> = T::floor;
-    un_ceil<T: Float> = T::ceil;
-    un_round<T: Float> = T::round;
-    un_trunc<T: Float> = T::trunc;
-}
-
-lane_fns_2! {
-    bin_add<T: Num> = T::add;
-    bin_sub<T: Num> = T::sub;
-    bin_mul<T: Num> = T::mul;
-    bin_div<T: Num> = T::div;
-    bin_rem<T: Num> = T::rem;
-    bin_min<T: Num> = T::min;
-    bin_max<T: Num> = T::max;
-    bin_and<T: Int> = T::and;
-    bin_or<T: Int> = T::or;
-    bin_xor<T: Int> = T::xor;
-    bin_shl<T: Int> = T::shl;
-    bin_shr<T: Int> = T::shr;
-    bin_pow<T: Float> = T::pow;
-}
-
-cmp_fns! {
-    cmp_eq = T::cmp_eq;
-    cmp_ne = |x, y| !T::cmp_eq(x, y);
-    cmp_lt = T::cmp_lt;
-    cmp_le = T::cmp_le;
-    cmp_gt = |x, y| T::cmp_lt(y, x);
-    cmp_ge = |x, y| T::cmp_le(y, x);
-}
-
-unsafe fn pred_not(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-    map1::<u8, u8>(n, d, a, m, |x| x ^ 1)
-}
-unsafe fn pred_and(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-    map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x & y)
-}
-unsafe fn pred_or(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-    map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x | y)
-}
-unsafe fn pred_xor(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-    map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x ^ y)
-}
-unsafe fn pred_eq(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-    map2::<u8, u8, u8>(n, d, a, b, m, |x, y| (x == y) as u8)
-}
-unsafe fn pred_ne(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-    map2::<u8, u8, u8>(n, d, a, b, m, |x, y| (x != y) as u8)
-}
-
-unsafe fn tern_mad<T: Num>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
-    map3::<T, T, T, T>(n, d, a, b, c, m, T::mad)
-}
-unsafe fn tern_fma<T: Float>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
-    map3::<T, T, T, T>(n, d, a, b, c, m, T::fma)
-}
-unsafe fn sel<T: Copy>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
-    map3::<T, T, u8, T>(n, d, a, b, c, m, |x, y, p| if p != 0 { x } else { y })
-}
-unsafe fn mov<T: Copy>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-    map1::<T, T>(n, d, a, m, |x| x)
-}
-unsafe fn cvt<F: ToWide, T: FromWide>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-    map1::<F, T>(n, d, a, m, convert::<F, T>)
+        cmp_fns! { [$($attr)*] $($rest)* }
+    };
 }
 
 /// Runs `$body` with `$T` bound to the Rust type of a numeric ISA type (None for pred).
 macro_rules! with_num {
     ($ty:expr, |$T:ident| $body:expr) => {
         match $ty {
-            Type::I8 => { type $T = i8; $body }
-            Type::I16 => { type $T = i16; $body }
-            Type::I32 => { type $T = i32; $body }
-            Type::I64 => { type $T = i64; $body }
-            Type::U8 => { type $T = u8; $body }
-            Type::U16 => { type $T = u16; $body }
-            Type::U32 => { type $T = u32; $body }
-            Type::U64 => { type $T = u64; $body }
-            Type::F16 => { type $T = f16; $body }
-            Type::BF16 => { type $T = bf16; $body }
-            Type::F32 => { type $T = f32; $body }
-            Type::F64 => { type $T = f64; $body }
+            Type::I8 => {
+                type $T = i8;
+                $body
+            }
+            Type::I16 => {
+                type $T = i16;
+                $body
+            }
+            Type::I32 => {
+                type $T = i32;
+                $body
+            }
+            Type::I64 => {
+                type $T = i64;
+                $body
+            }
+            Type::U8 => {
+                type $T = u8;
+                $body
+            }
+            Type::U16 => {
+                type $T = u16;
+                $body
+            }
+            Type::U32 => {
+                type $T = u32;
+                $body
+            }
+            Type::U64 => {
+                type $T = u64;
+                $body
+            }
+            Type::F16 => {
+                type $T = f16;
+                $body
+            }
+            Type::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            Type::F32 => {
+                type $T = f32;
+                $body
+            }
+            Type::F64 => {
+                type $T = f64;
+                $body
+            }
             Type::Pred => None,
         }
     };
@@ -224,14 +189,38 @@ macro_rules! with_num {
 macro_rules! with_int {
     ($ty:expr, |$T:ident| $body:expr) => {
         match $ty {
-            Type::I8 => { type $T = i8; $body }
-            Type::I16 => { type $T = i16; $body }
-            Type::I32 => { type $T = i32; $body }
-            Type::I64 => { type $T = i64; $body }
-            Type::U8 => { type $T = u8; $body }
-            Type::U16 => { type $T = u16; $body }
-            Type::U32 => { type $T = u32; $body }
-            Type::U64 => { type $T = u64; $body }
+            Type::I8 => {
+                type $T = i8;
+                $body
+            }
+            Type::I16 => {
+                type $T = i16;
+                $body
+            }
+            Type::I32 => {
+                type $T = i32;
+                $body
+            }
+            Type::I64 => {
+                type $T = i64;
+                $body
+            }
+            Type::U8 => {
+                type $T = u8;
+                $body
+            }
+            Type::U16 => {
+                type $T = u16;
+                $body
+            }
+            Type::U32 => {
+                type $T = u32;
+                $body
+            }
+            Type::U64 => {
+                type $T = u64;
+                $body
+            }
             _ => None,
         }
     };
@@ -241,135 +230,304 @@ macro_rules! with_int {
 macro_rules! with_float {
     ($ty:expr, |$T:ident| $body:expr) => {
         match $ty {
-            Type::F16 => { type $T = f16; $body }
-            Type::BF16 => { type $T = bf16; $body }
-            Type::F32 => { type $T = f32; $body }
-            Type::F64 => { type $T = f64; $body }
+            Type::F16 => {
+                type $T = f16;
+                $body
+            }
+            Type::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            Type::F32 => {
+                type $T = f32;
+                $body
+            }
+            Type::F64 => {
+                type $T = f64;
+                $body
+            }
             _ => None,
         }
     };
 }
-
-
 
 /// Runs `$body` with `$T` an unsigned integer of the type's size (for bit copies).
 macro_rules! with_bits {
     ($ty:expr, |$T:ident| $body:expr) => {
         match $ty.size_bytes() {
-            1 => { type $T = u8; $body }
-            2 => { type $T = u16; $body }
-            4 => { type $T = u32; $body }
-            _ => { type $T = u64; $body }
+            1 => {
+                type $T = u8;
+                $body
+            }
+            2 => {
+                type $T = u16;
+                $body
+            }
+            4 => {
+                type $T = u32;
+                $body
+            }
+            _ => {
+                type $T = u64;
+                $body
+            }
         }
     };
 }
 
-/// `mov.T`
-pub(crate) fn mov_fn(ty: Type) -> LaneFn {
-    with_bits!(ty, |T| mov::<T> as LaneFn)
+/// Defines every lane function and its dispatcher, each with the given attributes (used to
+/// compile the whole set twice: portable, and with AVX2+FMA for CPUs that have them).
+macro_rules! lane_family {
+    ([$($attr:tt)*]) => {
+        lane_fns_1! { [$($attr)*]
+            un_abs<T: Num> = T::abs;
+            un_neg<T: Num> = T::neg;
+            un_not<T: Int> = T::not;
+            un_exp<T: Float> = T::exp;
+            un_exp2<T: Float> = T::exp2;
+            un_log<T: Float> = T::log;
+            un_log2<T: Float> = T::log2;
+            un_log10<T: Float> = T::log10;
+            un_sqrt<T: Float> = T::sqrt;
+            un_rsqrt<T: Float> = T::rsqrt;
+            un_sin<T: Float> = T::sin;
+            un_cos<T: Float> = T::cos;
+            un_tan<T: Float> = T::tan;
+            un_tanh<T: Float> = T::tanh;
+            un_sigmoid<T: Float> = T::sigmoid;
+            un_erf<T: Float> = T::erf;
+            un_floor<T: Float> = T::floor;
+            un_ceil<T: Float> = T::ceil;
+            un_round<T: Float> = T::round;
+            un_trunc<T: Float> = T::trunc;
+        }
+
+        lane_fns_2! { [$($attr)*]
+            bin_add<T: Num> = T::add;
+            bin_sub<T: Num> = T::sub;
+            bin_mul<T: Num> = T::mul;
+            bin_div<T: Num> = T::div;
+            bin_rem<T: Num> = T::rem;
+            bin_min<T: Num> = T::min;
+            bin_max<T: Num> = T::max;
+            bin_and<T: Int> = T::and;
+            bin_or<T: Int> = T::or;
+            bin_xor<T: Int> = T::xor;
+            bin_shl<T: Int> = T::shl;
+            bin_shr<T: Int> = T::shr;
+            bin_pow<T: Float> = T::pow;
+        }
+
+        cmp_fns! { [$($attr)*]
+            cmp_eq = T::cmp_eq;
+            cmp_ne = |x, y| !T::cmp_eq(x, y);
+            cmp_lt = T::cmp_lt;
+            cmp_le = T::cmp_le;
+            cmp_gt = |x, y| T::cmp_lt(y, x);
+            cmp_ge = |x, y| T::cmp_le(y, x);
+        }
+
+        $($attr)* unsafe fn pred_not(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            map1::<u8, u8>(n, d, a, m, |x| x ^ 1)
+        }
+        $($attr)* unsafe fn pred_and(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x & y)
+        }
+        $($attr)* unsafe fn pred_or(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x | y)
+        }
+        $($attr)* unsafe fn pred_xor(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x ^ y)
+        }
+        $($attr)* unsafe fn pred_eq(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| (x == y) as u8)
+        }
+        $($attr)* unsafe fn pred_ne(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| (x != y) as u8)
+        }
+
+        $($attr)* unsafe fn tern_mad<T: Num>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
+            map3::<T, T, T, T>(n, d, a, b, c, m, T::mad)
+        }
+        $($attr)* unsafe fn tern_fma<T: Float>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
+            map3::<T, T, T, T>(n, d, a, b, c, m, T::fma)
+        }
+        $($attr)* unsafe fn sel<T: Copy>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
+            map3::<T, T, u8, T>(n, d, a, b, c, m, |x, y, p| if p != 0 { x } else { y })
+        }
+        $($attr)* unsafe fn mov<T: Copy>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            map1::<T, T>(n, d, a, m, |x| x)
+        }
+        $($attr)* unsafe fn cvt<F: ToWide, T: FromWide>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            map1::<F, T>(n, d, a, m, convert::<F, T>)
+        }
+
+        /// `mov.T`
+        pub(crate) fn mov_fn(ty: Type) -> Option<LaneFn> {
+            with_bits!(ty, |T| Some(mov::<T> as LaneFn))
+        }
+
+        /// `selp.T`
+        pub(crate) fn selp_fn(ty: Type) -> Option<LaneFn> {
+            with_bits!(ty, |T| Some(sel::<T> as LaneFn))
+        }
+
+        /// `cvt.TO.FROM`
+        pub(crate) fn cvt_fn(to: Type, from: Type) -> Option<LaneFn> {
+            with_num!(from, |F| with_num!(to, |T| Some(cvt::<F, T> as LaneFn)))
+        }
+
+        /// One-operand operations.
+        pub(crate) fn unary_fn(op: UnaryOp, ty: Type) -> Option<LaneFn> {
+            use UnaryOp::*;
+            if ty == Type::Pred {
+                return (op == Not).then_some(pred_not as LaneFn);
+            }
+            match op {
+                Abs => with_num!(ty, |T| Some(un_abs::<T> as LaneFn)),
+                Neg => with_num!(ty, |T| Some(un_neg::<T> as LaneFn)),
+                Not => with_int!(ty, |T| Some(un_not::<T> as LaneFn)),
+                Exp => with_float!(ty, |T| Some(un_exp::<T> as LaneFn)),
+                Exp2 => with_float!(ty, |T| Some(un_exp2::<T> as LaneFn)),
+                Log => with_float!(ty, |T| Some(un_log::<T> as LaneFn)),
+                Log2 => with_float!(ty, |T| Some(un_log2::<T> as LaneFn)),
+                Log10 => with_float!(ty, |T| Some(un_log10::<T> as LaneFn)),
+                Sqrt => with_float!(ty, |T| Some(un_sqrt::<T> as LaneFn)),
+                Rsqrt => with_float!(ty, |T| Some(un_rsqrt::<T> as LaneFn)),
+                Sin => with_float!(ty, |T| Some(un_sin::<T> as LaneFn)),
+                Cos => with_float!(ty, |T| Some(un_cos::<T> as LaneFn)),
+                Tan => with_float!(ty, |T| Some(un_tan::<T> as LaneFn)),
+                Tanh => with_float!(ty, |T| Some(un_tanh::<T> as LaneFn)),
+                Sigmoid => with_float!(ty, |T| Some(un_sigmoid::<T> as LaneFn)),
+                Erf => with_float!(ty, |T| Some(un_erf::<T> as LaneFn)),
+                Floor => with_float!(ty, |T| Some(un_floor::<T> as LaneFn)),
+                Ceil => with_float!(ty, |T| Some(un_ceil::<T> as LaneFn)),
+                Round => with_float!(ty, |T| Some(un_round::<T> as LaneFn)),
+                Trunc => with_float!(ty, |T| Some(un_trunc::<T> as LaneFn)),
+            }
+        }
+
+        /// Two-operand operations.
+        pub(crate) fn binary_fn(op: BinaryOp, ty: Type) -> Option<LaneFn> {
+            use BinaryOp::*;
+            if ty == Type::Pred {
+                return match op {
+                    And => Some(pred_and as LaneFn),
+                    Or => Some(pred_or as LaneFn),
+                    Xor => Some(pred_xor as LaneFn),
+                    _ => None,
+                };
+            }
+            match op {
+                Add => with_num!(ty, |T| Some(bin_add::<T> as LaneFn)),
+                Sub => with_num!(ty, |T| Some(bin_sub::<T> as LaneFn)),
+                Mul => with_num!(ty, |T| Some(bin_mul::<T> as LaneFn)),
+                Div => with_num!(ty, |T| Some(bin_div::<T> as LaneFn)),
+                Rem => with_num!(ty, |T| Some(bin_rem::<T> as LaneFn)),
+                Min => with_num!(ty, |T| Some(bin_min::<T> as LaneFn)),
+                Max => with_num!(ty, |T| Some(bin_max::<T> as LaneFn)),
+                And => with_int!(ty, |T| Some(bin_and::<T> as LaneFn)),
+                Or => with_int!(ty, |T| Some(bin_or::<T> as LaneFn)),
+                Xor => with_int!(ty, |T| Some(bin_xor::<T> as LaneFn)),
+                Shl => with_int!(ty, |T| Some(bin_shl::<T> as LaneFn)),
+                Shr => with_int!(ty, |T| Some(bin_shr::<T> as LaneFn)),
+                Pow => with_float!(ty, |T| Some(bin_pow::<T> as LaneFn)),
+            }
+        }
+
+        /// Three-operand operations.
+        pub(crate) fn ternary_fn(op: TernaryOp, ty: Type) -> Option<LaneFn> {
+            match op {
+                TernaryOp::Mad => with_num!(ty, |T| Some(tern_mad::<T> as LaneFn)),
+                TernaryOp::Fma => with_float!(ty, |T| Some(tern_fma::<T> as LaneFn)),
+            }
+        }
+
+        /// `setp.CMP.T`, writing 0/1 predicate bytes.
+        pub(crate) fn setp_fn(cmp: CmpOp, ty: Type) -> Option<LaneFn> {
+            use CmpOp::*;
+            if ty == Type::Pred {
+                return match cmp {
+                    Eq => Some(pred_eq as LaneFn),
+                    Ne => Some(pred_ne as LaneFn),
+                    _ => None,
+                };
+            }
+            match cmp {
+                Eq => with_num!(ty, |T| Some(cmp_eq::<T> as LaneFn)),
+                Ne => with_num!(ty, |T| Some(cmp_ne::<T> as LaneFn)),
+                Lt => with_num!(ty, |T| Some(cmp_lt::<T> as LaneFn)),
+                Le => with_num!(ty, |T| Some(cmp_le::<T> as LaneFn)),
+                Gt => with_num!(ty, |T| Some(cmp_gt::<T> as LaneFn)),
+                Ge => with_num!(ty, |T| Some(cmp_ge::<T> as LaneFn)),
+            }
+        }
+
+
+    };
 }
 
-/// `selp.T`
-pub(crate) fn selp_fn(ty: Type) -> LaneFn {
-    with_bits!(ty, |T| sel::<T> as LaneFn)
+mod portable {
+    use super::*;
+    lane_family!([]);
 }
 
-/// `cvt.TO.FROM`
-pub(crate) fn cvt_fn(to: Type, from: Type) -> Option<LaneFn> {
-    with_num!(from, |F| with_num!(to, |T| Some(cvt::<F, T> as LaneFn)))
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::*;
+    lane_family!([#[target_feature(enable = "avx2,fma")]]);
 }
 
-/// One-operand operations.
-pub(crate) fn unary_fn(op: UnaryOp, ty: Type) -> Option<LaneFn> {
-    use UnaryOp::*;
-    if ty == Type::Pred {
-        return (op == Not).then_some(pred_not as LaneFn);
-    }
-    match op {
-        Abs => with_num!(ty, |T| Some(un_abs::<T> as LaneFn)),
-        Neg => with_num!(ty, |T| Some(un_neg::<T> as LaneFn)),
-        Not => with_int!(ty, |T| Some(un_not::<T> as LaneFn)),
-        Exp => with_float!(ty, |T| Some(un_exp::<T> as LaneFn)),
-        Exp2 => with_float!(ty, |T| Some(un_exp2::<T> as LaneFn)),
-        Log => with_float!(ty, |T| Some(un_log::<T> as LaneFn)),
-        Log2 => with_float!(ty, |T| Some(un_log2::<T> as LaneFn)),
-        Log10 => with_float!(ty, |T| Some(un_log10::<T> as LaneFn)),
-        Sqrt => with_float!(ty, |T| Some(un_sqrt::<T> as LaneFn)),
-        Rsqrt => with_float!(ty, |T| Some(un_rsqrt::<T> as LaneFn)),
-        Sin => with_float!(ty, |T| Some(un_sin::<T> as LaneFn)),
-        Cos => with_float!(ty, |T| Some(un_cos::<T> as LaneFn)),
-        Tan => with_float!(ty, |T| Some(un_tan::<T> as LaneFn)),
-        Tanh => with_float!(ty, |T| Some(un_tanh::<T> as LaneFn)),
-        Sigmoid => with_float!(ty, |T| Some(un_sigmoid::<T> as LaneFn)),
-        Erf => with_float!(ty, |T| Some(un_erf::<T> as LaneFn)),
-        Floor => with_float!(ty, |T| Some(un_floor::<T> as LaneFn)),
-        Ceil => with_float!(ty, |T| Some(un_ceil::<T> as LaneFn)),
-        Round => with_float!(ty, |T| Some(un_round::<T> as LaneFn)),
-        Trunc => with_float!(ty, |T| Some(un_trunc::<T> as LaneFn)),
-    }
+/// True when the AVX2+FMA lane functions run (detected once; `HOLOGRAM_CPU_SIMD=portable`
+/// forces the portable ones).
+pub(crate) fn simd_level() -> &'static str {
+    static LEVEL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    LEVEL.get_or_init(|| {
+        if std::env::var("HOLOGRAM_CPU_SIMD").is_ok_and(|v| v == "portable") {
+            return "portable";
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return "avx2+fma";
+        }
+        "portable"
+    })
 }
 
-/// Two-operand operations.
-pub(crate) fn binary_fn(op: BinaryOp, ty: Type) -> Option<LaneFn> {
-    use BinaryOp::*;
-    if ty == Type::Pred {
-        return match op {
-            And => Some(pred_and as LaneFn),
-            Or => Some(pred_or as LaneFn),
-            Xor => Some(pred_xor as LaneFn),
-            _ => None,
-        };
-    }
-    match op {
-        Add => with_num!(ty, |T| Some(bin_add::<T> as LaneFn)),
-        Sub => with_num!(ty, |T| Some(bin_sub::<T> as LaneFn)),
-        Mul => with_num!(ty, |T| Some(bin_mul::<T> as LaneFn)),
-        Div => with_num!(ty, |T| Some(bin_div::<T> as LaneFn)),
-        Rem => with_num!(ty, |T| Some(bin_rem::<T> as LaneFn)),
-        Min => with_num!(ty, |T| Some(bin_min::<T> as LaneFn)),
-        Max => with_num!(ty, |T| Some(bin_max::<T> as LaneFn)),
-        And => with_int!(ty, |T| Some(bin_and::<T> as LaneFn)),
-        Or => with_int!(ty, |T| Some(bin_or::<T> as LaneFn)),
-        Xor => with_int!(ty, |T| Some(bin_xor::<T> as LaneFn)),
-        Shl => with_int!(ty, |T| Some(bin_shl::<T> as LaneFn)),
-        Shr => with_int!(ty, |T| Some(bin_shr::<T> as LaneFn)),
-        Pow => with_float!(ty, |T| Some(bin_pow::<T> as LaneFn)),
-    }
+macro_rules! dispatch {
+    ($($name:ident($($arg:ident: $t:ty),*);)*) => {$(
+        pub(crate) fn $name($($arg: $t),*) -> Option<LaneFn> {
+            #[cfg(target_arch = "x86_64")]
+            if simd_level() == "avx2+fma" {
+                return avx2::$name($($arg),*);
+            }
+            portable::$name($($arg),*)
+        }
+    )*};
 }
 
-/// Three-operand operations.
-pub(crate) fn ternary_fn(op: TernaryOp, ty: Type) -> Option<LaneFn> {
-    match op {
-        TernaryOp::Mad => with_num!(ty, |T| Some(tern_mad::<T> as LaneFn)),
-        TernaryOp::Fma => with_float!(ty, |T| Some(tern_fma::<T> as LaneFn)),
-    }
-}
-
-/// `setp.CMP.T`, writing 0/1 predicate bytes.
-pub(crate) fn setp_fn(cmp: CmpOp, ty: Type) -> Option<LaneFn> {
-    use CmpOp::*;
-    if ty == Type::Pred {
-        return match cmp {
-            Eq => Some(pred_eq as LaneFn),
-            Ne => Some(pred_ne as LaneFn),
-            _ => None,
-        };
-    }
-    match cmp {
-        Eq => with_num!(ty, |T| Some(cmp_eq::<T> as LaneFn)),
-        Ne => with_num!(ty, |T| Some(cmp_ne::<T> as LaneFn)),
-        Lt => with_num!(ty, |T| Some(cmp_lt::<T> as LaneFn)),
-        Le => with_num!(ty, |T| Some(cmp_le::<T> as LaneFn)),
-        Gt => with_num!(ty, |T| Some(cmp_gt::<T> as LaneFn)),
-        Ge => with_num!(ty, |T| Some(cmp_ge::<T> as LaneFn)),
-    }
+dispatch! {
+    mov_fn(ty: Type);
+    selp_fn(ty: Type);
+    cvt_fn(to: Type, from: Type);
+    unary_fn(op: UnaryOp, ty: Type);
+    binary_fn(op: BinaryOp, ty: Type);
+    ternary_fn(op: TernaryOp, ty: Type);
+    setp_fn(cmp: CmpOp, ty: Type);
 }
 
 /// `loop`: decrements the counter in active lanes and marks in `taken` the active lanes whose
 /// counter is not zero; returns how many.
-pub(crate) type LoopFn = unsafe fn(n: usize, counter: *mut u8, mask: Option<&[u8]>, taken: &mut [u8]) -> usize;
+pub(crate) type LoopFn =
+    unsafe fn(n: usize, counter: *mut u8, mask: Option<&[u8]>, taken: &mut [u8]) -> usize;
 
-unsafe fn loop_dec<T: Int + FromWide>(n: usize, counter: *mut u8, mask: Option<&[u8]>, taken: &mut [u8]) -> usize {
+unsafe fn loop_dec<T: Int + FromWide>(
+    n: usize,
+    counter: *mut u8,
+    mask: Option<&[u8]>,
+    taken: &mut [u8],
+) -> usize {
     let c = counter as *mut T;
     let one: T = convert::<u8, T>(1);
     let zero = T::default();
@@ -401,7 +559,9 @@ pub(crate) type IndexFn = unsafe fn(n: usize, src: *const u8, out: &mut [i64]);
 unsafe fn widen_index<T: Int>(n: usize, src: *const u8, out: &mut [i64]) {
     let s = src as *const T;
     for (i, o) in out.iter_mut().enumerate().take(n) {
-        *o = (*s.add(i)).to_i128().clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        *o = (*s.add(i))
+            .to_i128()
+            .clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     }
 }
 

@@ -54,22 +54,44 @@ pub(crate) fn first_out_of_bounds(idx: &[i64], len: u64, mask: Option<&[u8]>) ->
     if lo > hi || (lo >= 0 && (hi as u64) < len) {
         return None;
     }
-    idx.iter().enumerate().position(|(l, &i)| mask.is_none_or(|m| m[l] != 0) && (i < 0 || i as u64 >= len))
+    idx.iter()
+        .enumerate()
+        .position(|(l, &i)| mask.is_none_or(|m| m[l] != 0) && (i < 0 || i as u64 >= len))
 }
 
 fn contiguous(idx: &[i64]) -> bool {
-    let Some(&first) = idx.first() else { return true };
-    idx.iter().enumerate().all(|(l, &i)| i == first.wrapping_add(l as i64))
+    let Some(&first) = idx.first() else {
+        return true;
+    };
+    idx.iter()
+        .enumerate()
+        .all(|(l, &i)| i == first.wrapping_add(l as i64))
 }
 
 /// Loads one element per active lane. `Err(lane)` names an out-of-bounds lane.
-pub(crate) type LoadFn =
-    unsafe fn(n: usize, d: *mut u8, idx: &[i64], view: &ArrayView, mask: Option<&[u8]>) -> Result<(), usize>;
+pub(crate) type LoadFn = unsafe fn(
+    n: usize,
+    d: *mut u8,
+    idx: &[i64],
+    view: &ArrayView,
+    mask: Option<&[u8]>,
+) -> Result<(), usize>;
 /// Stores one element per active lane. `Err(lane)` names an out-of-bounds lane.
-pub(crate) type StoreFn =
-    unsafe fn(n: usize, src: *const u8, idx: &[i64], view: &ArrayView, mask: Option<&[u8]>) -> Result<(), usize>;
+pub(crate) type StoreFn = unsafe fn(
+    n: usize,
+    src: *const u8,
+    idx: &[i64],
+    view: &ArrayView,
+    mask: Option<&[u8]>,
+) -> Result<(), usize>;
 
-unsafe fn load<T: Copy>(n: usize, d: *mut u8, idx: &[i64], view: &ArrayView, mask: Option<&[u8]>) -> Result<(), usize> {
+unsafe fn load<T: Copy>(
+    n: usize,
+    d: *mut u8,
+    idx: &[i64],
+    view: &ArrayView,
+    mask: Option<&[u8]>,
+) -> Result<(), usize> {
     let idx = &idx[..n];
     if let Some(l) = first_out_of_bounds(idx, view.len, mask) {
         return Err(l);
@@ -87,7 +109,13 @@ unsafe fn load<T: Copy>(n: usize, d: *mut u8, idx: &[i64], view: &ArrayView, mas
     Ok(())
 }
 
-unsafe fn store<T: Copy>(n: usize, s: *const u8, idx: &[i64], view: &ArrayView, mask: Option<&[u8]>) -> Result<(), usize> {
+unsafe fn store<T: Copy>(
+    n: usize,
+    s: *const u8,
+    idx: &[i64],
+    view: &ArrayView,
+    mask: Option<&[u8]>,
+) -> Result<(), usize> {
     let idx = &idx[..n];
     if let Some(l) = first_out_of_bounds(idx, view.len, mask) {
         return Err(l);
@@ -138,6 +166,7 @@ pub(crate) type AtomFn = unsafe fn(
 
 macro_rules! atom_int {
     ($name:ident, $t:ty, $atomic:ty) => {
+        #[allow(clippy::too_many_arguments)]
         unsafe fn $name(
             n: usize,
             d: *mut u8,
@@ -152,7 +181,12 @@ macro_rules! atom_int {
             if let Some(l) = first_out_of_bounds(idx, view.len, mask) {
                 return Err(l);
             }
-            let (d, a, b, base) = (d as *mut $t, a as *const $t, b as *const $t, view.base as *mut $t);
+            let (d, a, b, base) = (
+                d as *mut $t,
+                a as *const $t,
+                b as *const $t,
+                view.base as *mut $t,
+            );
             for (l, &i) in idx.iter().enumerate() {
                 if mask.is_none_or(|m| m[l] != 0) {
                     // SAFETY: in bounds (checked above) and aligned (bases are 64-byte aligned and
@@ -164,7 +198,12 @@ macro_rules! atom_int {
                         AtomOp::Min => cell.fetch_min(x, Ordering::Relaxed),
                         AtomOp::Max => cell.fetch_max(x, Ordering::Relaxed),
                         AtomOp::Exch => cell.swap(x, Ordering::Relaxed),
-                        AtomOp::Cas => match cell.compare_exchange(x, *b.add(l), Ordering::Relaxed, Ordering::Relaxed) {
+                        AtomOp::Cas => match cell.compare_exchange(
+                            x,
+                            *b.add(l),
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        ) {
                             Ok(v) | Err(v) => v,
                         },
                     };
@@ -183,6 +222,7 @@ atom_int!(atom_u64, u64, AtomicU64);
 
 macro_rules! atom_float {
     ($name:ident, $f:ty, $bits:ty, $atomic:ty) => {
+        #[allow(clippy::too_many_arguments)]
         unsafe fn $name(
             n: usize,
             d: *mut u8,
@@ -209,7 +249,12 @@ macro_rules! atom_float {
                             let mut cur = cell.load(Ordering::Relaxed);
                             loop {
                                 let sum = (<$f>::from_bits(cur) + <$f>::from_bits(x)).to_bits();
-                                match cell.compare_exchange_weak(cur, sum, Ordering::Relaxed, Ordering::Relaxed) {
+                                match cell.compare_exchange_weak(
+                                    cur,
+                                    sum,
+                                    Ordering::Relaxed,
+                                    Ordering::Relaxed,
+                                ) {
                                     Ok(v) => break v,
                                     Err(v) => cur = v,
                                 }
@@ -261,8 +306,12 @@ pub(crate) fn atom_fn(op: AtomOp, ty: Type) -> Option<AtomFn> {
         Type::U32 => [u32_add, u32_min, u32_max, u32_exch, u32_cas],
         Type::I64 => [i64_add, i64_min, i64_max, i64_exch, i64_cas],
         Type::U64 => [u64_add, u64_min, u64_max, u64_exch, u64_cas],
-        Type::F32 if matches!(op, AtomOp::Add | AtomOp::Exch) => [f32_add, f32_min, f32_max, f32_exch, f32_cas],
-        Type::F64 if matches!(op, AtomOp::Add | AtomOp::Exch) => [f64_add, f64_min, f64_max, f64_exch, f64_cas],
+        Type::F32 if matches!(op, AtomOp::Add | AtomOp::Exch) => {
+            [f32_add, f32_min, f32_max, f32_exch, f32_cas]
+        }
+        Type::F64 if matches!(op, AtomOp::Add | AtomOp::Exch) => {
+            [f64_add, f64_min, f64_max, f64_exch, f64_cas]
+        }
         _ => return None,
     };
     let i = match op {

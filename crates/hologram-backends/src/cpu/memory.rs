@@ -26,7 +26,10 @@ unsafe impl Sync for CpuMemory {}
 impl CpuMemory {
     /// Allocates `size` zeroed bytes.
     pub fn new(size: usize) -> Result<Self> {
-        let oom = || BackendError::OutOfMemory { bytes: size, device: "host".into() };
+        let oom = || BackendError::OutOfMemory {
+            bytes: size,
+            device: "host".into(),
+        };
         // Zero-sized allocations still get a unique, aligned block.
         let layout = Layout::from_size_align(size.max(1), ALIGN).map_err(|_| oom())?;
         // SAFETY: layout has non-zero size.

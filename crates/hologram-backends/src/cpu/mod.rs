@@ -30,6 +30,8 @@ use crate::launch::{check_launch, check_range};
 
 /// Most lanes in one block on the CPU (as on CUDA).
 pub const MAX_BLOCK_LANES: u32 = 1024;
+/// Lanes the interpreter runs together when blocks are independent.
+const BATCH_LANES: usize = 1024;
 
 /// The CPU backend. Always available.
 #[derive(Debug, Default)]
@@ -44,14 +46,20 @@ impl CpuBackend {
     }
 
     fn memory<'a>(&self, m: &'a Memory) -> Result<&'a CpuMemory> {
-        m.as_any().downcast_ref::<CpuMemory>().ok_or_else(|| BackendError::ForeignBuffer("not host memory".into()))
+        m.as_any()
+            .downcast_ref::<CpuMemory>()
+            .ok_or_else(|| BackendError::ForeignBuffer("not host memory".into()))
     }
 }
 
 fn cpu_name() -> String {
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
     format!("{model} ({} threads)", rayon::current_num_threads())
 }
@@ -97,11 +105,20 @@ impl Backend for CpuBackend {
         let m = self.memory(src)?;
         check_range(offset, dst.len(), m.size_bytes())?;
         // SAFETY: range checked.
-        unsafe { std::ptr::copy_nonoverlapping(m.as_ptr().add(offset), dst.as_mut_ptr(), dst.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(m.as_ptr().add(offset), dst.as_mut_ptr(), dst.len())
+        };
         Ok(())
     }
 
-    fn copy(&self, src: &Memory, src_offset: usize, dst: &Memory, dst_offset: usize, len: usize) -> Result<()> {
+    fn copy(
+        &self,
+        src: &Memory,
+        src_offset: usize,
+        dst: &Memory,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
         let (s, d) = (self.memory(src)?, self.memory(dst)?);
         check_range(src_offset, len, s.size_bytes())?;
         check_range(dst_offset, len, d.size_bytes())?;
@@ -111,12 +128,18 @@ impl Backend for CpuBackend {
     }
 
     fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
-        let _span = tracing::debug_span!("compile", backend = "cpu", kernel = %kernel.name).entered();
+        let _span =
+            tracing::debug_span!("compile", backend = "cpu", kernel = %kernel.name).entered();
         let lowered = compile::lower(kernel)?;
         Ok(CompiledKernel::new(kernel.clone(), Arc::new(lowered)))
     }
 
-    fn launch(&self, kernel: &CompiledKernel, config: &LaunchConfig, args: &[KernelArg]) -> Result<()> {
+    fn launch(
+        &self,
+        kernel: &CompiledKernel,
+        config: &LaunchConfig,
+        args: &[KernelArg],
+    ) -> Result<()> {
         let k: &CpuKernel = kernel.downcast().ok_or_else(|| BackendError::Compile {
             kernel: kernel.kernel().name.clone(),
             log: "this kernel was compiled by another backend".into(),
@@ -128,7 +151,15 @@ impl Backend for CpuBackend {
         if blocks == 0 {
             return Ok(());
         }
-        let lanes = config.block_lanes() as usize;
+        let block_lanes = config.block_lanes() as usize;
+        // Blocks of kernels without barriers or shared memory are independent lane sets, so
+        // several run together as one wider batch, which amortizes per-instruction overhead.
+        let batch_blocks = if kern.facts.uses_barrier || !kern.shared.is_empty() {
+            1
+        } else {
+            (BATCH_LANES / block_lanes).max(1)
+        };
+        let lanes = block_lanes * batch_blocks;
         let mut globals = Vec::with_capacity(args.len());
         let mut scalars = Vec::with_capacity(args.len());
         for (param, arg) in kern.params.iter().zip(args) {
@@ -137,11 +168,21 @@ impl Backend for CpuBackend {
                     let m = self.memory(&b.memory)?;
                     // SAFETY: the range was checked against the allocation by `check_launch`.
                     let base = unsafe { m.as_ptr().add(b.offset) };
-                    globals.push(ArrayView { base, len: (b.len / elem.size_bytes()) as u64, per_lane: false, lanes });
+                    globals.push(ArrayView {
+                        base,
+                        len: (b.len / elem.size_bytes()) as u64,
+                        per_lane: false,
+                        lanes,
+                    });
                     scalars.push(None);
                 }
                 (KernelArg::Scalar(v), _) => {
-                    globals.push(ArrayView { base: std::ptr::null_mut(), len: 0, per_lane: false, lanes });
+                    globals.push(ArrayView {
+                        base: std::ptr::null_mut(),
+                        len: 0,
+                        per_lane: false,
+                        lanes,
+                    });
                     scalars.push(Some(v.to_bits()));
                 }
                 _ => unreachable_mismatch()?,
@@ -151,33 +192,42 @@ impl Backend for CpuBackend {
             k,
             grid: config.grid,
             block: config.block,
+            block_lanes,
+            batch_blocks,
             lanes,
             globals,
             const_bits: exec::const_bits(k, &scalars),
         };
         let failed = AtomicBool::new(false);
         let first_error: Mutex<Option<BackendError>> = Mutex::new(None);
-        let run = |state: &mut BlockState, b: u64| {
+        let batches = blocks.div_ceil(batch_blocks as u64);
+        let run = |state: &mut BlockState, batch: u64| {
             if failed.load(Ordering::Relaxed) {
                 return;
             }
-            if let Err(e) = state.run_block(&ctx, b) {
+            let first = batch * batch_blocks as u64;
+            let count = (blocks - first).min(batch_blocks as u64) as usize;
+            if let Err(e) = state.run_batch(&ctx, first, count) {
                 failed.store(true, Ordering::Relaxed);
                 if let Ok(mut slot) = first_error.lock() {
                     slot.get_or_insert(e);
                 }
             }
         };
-        if blocks == 1 {
+        if batches == 1 {
             let mut state = BlockState::new(&ctx);
             run(&mut state, 0);
         } else {
-            (0..blocks).into_par_iter().for_each_init(|| BlockState::new(&ctx), |state, b| run(state, b));
+            (0..batches)
+                .into_par_iter()
+                .for_each_init(|| BlockState::new(&ctx), |state, b| run(state, b));
         }
         match first_error.into_inner() {
             Ok(Some(e)) => Err(e),
             Ok(None) => Ok(()),
-            Err(_) => Err(BackendError::Device("a CPU worker panicked during the launch".into())),
+            Err(_) => Err(BackendError::Device(
+                "a CPU worker panicked during the launch".into(),
+            )),
         }
     }
 
@@ -189,7 +239,9 @@ impl Backend for CpuBackend {
 /// `check_launch` has matched arguments to parameters; reaching this is a bug, reported as an
 /// error rather than a panic.
 fn unreachable_mismatch() -> Result<()> {
-    Err(BackendError::Device("internal error: argument kind changed after validation".into()))
+    Err(BackendError::Device(
+        "internal error: argument kind changed after validation".into(),
+    ))
 }
 
 impl CpuMemory {

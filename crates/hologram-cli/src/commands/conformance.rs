@@ -13,6 +13,10 @@ pub fn run(dir: Option<PathBuf>, backend: &str) -> Result<(), CliError> {
     if report.all_passed() {
         Ok(())
     } else {
-        Err(CliError::Failed(format!("{} of {} conformance tests failed", report.failed(), report.results.len())))
+        Err(CliError::Failed(format!(
+            "{} of {} conformance tests failed",
+            report.failed(),
+            report.results.len()
+        )))
     }
 }

@@ -29,7 +29,12 @@ fn check(ok: bool, what: &str) -> Result<(), CliError> {
 pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
     let exec = super::executor(backend)?;
     let info = exec.info();
-    println!("Hologram demo on {} — {} ({})\n", exec.backend_type(), info.name, info.arch);
+    println!(
+        "Hologram demo on {} — {} ({})\n",
+        exec.backend_type(),
+        info.name,
+        info.arch
+    );
     let n = n.max(1);
     let n32 = u32::try_from(n).map_err(|_| CliError::Usage("--n must fit in u32".into()))?;
     let cfg = LaunchConfig::for_elements(n as u64, 256);
@@ -39,14 +44,29 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
     let xs: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.5).collect();
     let ys: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
     let (x, y) = (exec.from_slice(&xs)?, exec.from_slice(&ys)?);
-    let args = [Value::F32(2.0).into(), x.arg(), y.arg(), Value::U32(n32).into()];
+    let args = [
+        Value::F32(2.0).into(),
+        x.arg(),
+        y.arg(),
+        Value::U32(n32).into(),
+    ];
     let (_, ms) = time(|| {
         exec.launch(&saxpy, &cfg, &args)?;
         Ok(exec.synchronize()?)
     })?;
     let out = y.to_vec()?;
-    check(out.iter().zip(xs.iter().zip(&ys)).all(|(o, (x, y))| *o == 2.0f32.mul_add(*x, *y)), "saxpy")?;
-    println!("1. saxpy  y = 2x + y over {n} floats: {ms:.2} ms ({:.2} GB/s), y[{}] = {}", 12.0 * n as f64 / ms / 1e6, n - 1, out[n - 1]);
+    check(
+        out.iter()
+            .zip(xs.iter().zip(&ys))
+            .all(|(o, (x, y))| *o == 2.0f32.mul_add(*x, *y)),
+        "saxpy",
+    )?;
+    println!(
+        "1. saxpy  y = 2x + y over {n} floats: {ms:.2} ms ({:.2} GB/s), y[{}] = {}",
+        12.0 * n as f64 / ms / 1e6,
+        n - 1,
+        out[n - 1]
+    );
 
     // 2. block sums with shared memory and barriers
     let block_sum = exec.assemble(BLOCK_SUM)?;
@@ -54,19 +74,29 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
     let partial = exec.zeros::<f32>(blocks)?;
     let ones = exec.from_slice(&vec![1.0f32; n])?;
     let (_, ms) = time(|| {
-        exec.launch(&block_sum, &cfg, &[ones.arg(), partial.arg(), Value::U32(n32).into()])?;
+        exec.launch(
+            &block_sum,
+            &cfg,
+            &[ones.arg(), partial.arg(), Value::U32(n32).into()],
+        )?;
         Ok(exec.synchronize()?)
     })?;
     let total: f64 = partial.to_vec()?.iter().map(|&v| v as f64).sum();
     check(total == n as f64, "block sums")?;
-    println!("2. tree reduction in shared memory: {blocks} block sums in {ms:.2} ms, total {total}");
+    println!(
+        "2. tree reduction in shared memory: {blocks} block sums in {ms:.2} ms, total {total}"
+    );
 
     // 3. histogram with atomics
     let histogram = exec.assemble(HISTOGRAM)?;
     let values: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
     let (vals, bins) = (exec.from_slice(&values)?, exec.zeros::<u32>(16)?);
     let (_, ms) = time(|| {
-        exec.launch(&histogram, &cfg, &[vals.arg(), bins.arg(), Value::U32(n32).into()])?;
+        exec.launch(
+            &histogram,
+            &cfg,
+            &[vals.arg(), bins.arg(), Value::U32(n32).into()],
+        )?;
         Ok(exec.synchronize()?)
     })?;
     let counts = bins.to_vec()?;
@@ -75,7 +105,10 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
         want[(v & 15) as usize] += 1;
     }
     check(counts == want, "histogram")?;
-    println!("3. histogram with atomics: 16 bins in {ms:.2} ms, bins[0..4] = {:?}", &counts[..4]);
+    println!(
+        "3. histogram with atomics: 16 bins in {ms:.2} ms, bins[0..4] = {:?}",
+        &counts[..4]
+    );
 
     // 4. divergent loops
     let collatz = exec.assemble(COLLATZ)?;
@@ -83,22 +116,43 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
     let starts: Vec<u32> = (1..=m as u32).collect();
     let (s, steps) = (exec.from_slice(&starts)?, exec.zeros::<u32>(m)?);
     let (_, ms) = time(|| {
-        exec.launch(&collatz, &LaunchConfig::for_elements(m as u64, 256), &[s.arg(), steps.arg(), Value::U32(m as u32).into()])?;
+        exec.launch(
+            &collatz,
+            &LaunchConfig::for_elements(m as u64, 256),
+            &[s.arg(), steps.arg(), Value::U32(m as u32).into()],
+        )?;
         Ok(exec.synchronize()?)
     })?;
     let st = steps.to_vec()?;
-    check(st.get(26).copied() == Some(111), "collatz(27) takes 111 steps")?;
-    let (longest, at) = st.iter().enumerate().map(|(i, &v)| (v, i + 1)).max().unwrap_or((0, 0));
+    check(
+        st.get(26).copied() == Some(111),
+        "collatz(27) takes 111 steps",
+    )?;
+    let (longest, at) = st
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (v, i + 1))
+        .max()
+        .unwrap_or((0, 0));
     println!("4. divergent loops (Collatz) for {m} starts: {ms:.2} ms, longest {longest} steps from {at}");
 
     // 5. bounds checks
-    let oob = exec.assemble(".kernel spill\n.param .buf.f32 y .rw\n    add.u32 %j, %gid, 1;\n    st.f32 y[%j], 1.0;\n")?;
+    let oob = exec.assemble(
+        ".kernel spill\n.param .buf.f32 y .rw\n    add.u32 %j, %gid, 1;\n    st.f32 y[%j], 1.0;\n",
+    )?;
     let small = exec.zeros::<f32>(8)?;
     match exec.launch(&oob, &LaunchConfig::linear(1, 8), &[small.arg()]) {
         Err(e) => println!("5. an out-of-bounds store is caught: {e}"),
-        Ok(()) => return Err(CliError::Failed("the out-of-bounds store was not caught".into())),
+        Ok(()) => {
+            return Err(CliError::Failed(
+                "the out-of-bounds store was not caught".into(),
+            ))
+        }
     }
-    check(small.to_vec()?.iter().all(|&v| v == 0.0), "buffer intact after the failed launch")?;
+    check(
+        small.to_vec()?.iter().all(|&v| v == 0.0),
+        "buffer intact after the failed launch",
+    )?;
 
     let stats = exec.allocator_stats();
     let kstats = exec.kernel_cache_stats();

@@ -8,9 +8,21 @@ pub fn run() -> Result<(), CliError> {
     for a in hologram_core::availability() {
         match &a.status {
             Ok(info) => {
-                let mem = info.memory_bytes.map(|b| format!(", {:.1} GiB", b as f64 / (1u64 << 30) as f64)).unwrap_or_default();
-                let driver = info.driver.as_ref().map(|d| format!(", driver {d}")).unwrap_or_default();
-                println!("  {:<7} available    {} [{}{mem}{driver}]", a.backend.name(), info.name, info.arch);
+                let mem = info
+                    .memory_bytes
+                    .map(|b| format!(", {:.1} GiB", b as f64 / (1u64 << 30) as f64))
+                    .unwrap_or_default();
+                let driver = info
+                    .driver
+                    .as_ref()
+                    .map(|d| format!(", driver {d}"))
+                    .unwrap_or_default();
+                println!(
+                    "  {:<7} available    {} [{}{mem}{driver}]",
+                    a.backend.name(),
+                    info.name,
+                    info.arch
+                );
             }
             Err(reason) => println!("  {:<7} unavailable  {reason}", a.backend.name()),
         }

@@ -42,17 +42,23 @@ pub struct RunArgs {
 fn dims(text: &str, what: &str) -> Result<[u32; 3], CliError> {
     let parts: Vec<&str> = text.split(',').collect();
     if parts.is_empty() || parts.len() > 3 {
-        return Err(CliError::Usage(format!("--{what} takes X, X,Y or X,Y,Z; got '{text}'")));
+        return Err(CliError::Usage(format!(
+            "--{what} takes X, X,Y or X,Y,Z; got '{text}'"
+        )));
     }
     let mut d = [1u32; 3];
     for (i, p) in parts.iter().enumerate() {
-        d[i] = p.trim().parse().map_err(|_| CliError::Usage(format!("--{what}: '{p}' is not a number")))?;
+        d[i] = p
+            .trim()
+            .parse()
+            .map_err(|_| CliError::Usage(format!("--{what}: '{p}' is not a number")))?;
     }
     Ok(d)
 }
 
 fn split_binding<'a>(text: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliError> {
-    text.split_once('=').ok_or_else(|| CliError::Usage(format!("--{flag} takes NAME=VALUE; got '{text}'")))
+    text.split_once('=')
+        .ok_or_else(|| CliError::Usage(format!("--{flag} takes NAME=VALUE; got '{text}'")))
 }
 
 struct Bound {
@@ -65,7 +71,11 @@ struct Bound {
 pub fn run(a: &RunArgs) -> Result<(), CliError> {
     let kernel = super::assemble_file(&a.file)?;
     let exec = super::executor(&a.backend)?;
-    let config = LaunchConfig { grid: dims(&a.grid, "grid")?, block: dims(&a.block, "block")?, bounds_checks: !a.unchecked };
+    let config = LaunchConfig {
+        grid: dims(&a.grid, "grid")?,
+        block: dims(&a.block, "block")?,
+        bounds_checks: !a.unchecked,
+    };
     let mut given = std::collections::HashMap::new();
     for b in &a.args {
         let (name, value) = split_binding(b, "arg")?;
@@ -76,31 +86,47 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     for name in given.keys() {
         if kernel.params.iter().all(|p| &p.name != name) {
             let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
-            return Err(CliError::Usage(format!("kernel '{}' has no parameter '{name}' (it has {})", kernel.name, names.join(", "))));
+            return Err(CliError::Usage(format!(
+                "kernel '{}' has no parameter '{name}' (it has {})",
+                kernel.name,
+                names.join(", ")
+            )));
         }
     }
     let backend = exec.backend();
     let mut args = Vec::new();
     let mut bound: Vec<Bound> = Vec::new();
     for p in &kernel.params {
-        let value = given
-            .get(&p.name)
-            .ok_or_else(|| CliError::Usage(format!("missing --arg {}=... for parameter '{}'", p.name, p.name)))?;
+        let value = given.get(&p.name).ok_or_else(|| {
+            CliError::Usage(format!(
+                "missing --arg {}=... for parameter '{}'",
+                p.name, p.name
+            ))
+        })?;
         match p.kind {
             ParamKind::Scalar(ty) => {
-                let v = Value::parse(ty, value)
-                    .ok_or_else(|| CliError::Usage(format!("'{value}' is not a valid {ty} for parameter '{}'", p.name)))?;
+                let v = Value::parse(ty, value).ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "'{value}' is not a valid {ty} for parameter '{}'",
+                        p.name
+                    ))
+                })?;
                 args.push(KernelArg::Scalar(v));
             }
             ParamKind::Buffer { elem, .. } => {
                 let bytes = if let Some(file) = value.strip_prefix('@') {
                     let arr = npy::read(std::path::Path::new(file))?;
                     if arr.ty != elem {
-                        return Err(CliError::Usage(format!("{file} holds {} but parameter '{}' is a buffer of {elem}", arr.ty, p.name)));
+                        return Err(CliError::Usage(format!(
+                            "{file} holds {} but parameter '{}' is a buffer of {elem}",
+                            arr.ty, p.name
+                        )));
                     }
                     arr.data
                 } else if let Some(n) = value.strip_prefix("zeros:") {
-                    let n: usize = n.parse().map_err(|_| CliError::Usage(format!("zeros:{n} needs a count")))?;
+                    let n: usize = n
+                        .parse()
+                        .map_err(|_| CliError::Usage(format!("zeros:{n} needs a count")))?;
                     vec![0u8; n * elem.size_bytes()]
                 } else {
                     return Err(CliError::Usage(format!(
@@ -108,20 +134,34 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
                         p.name, p.name, p.name
                     )));
                 };
-                let memory = backend.allocate(bytes.len()).map_err(hologram_core::Error::from)?;
-                backend.copy_in(&memory, 0, &bytes).map_err(hologram_core::Error::from)?;
-                args.push(KernelArg::Buffer(BufferArg { memory: memory.clone(), offset: 0, len: bytes.len() }));
-                bound.push(Bound { name: p.name.clone(), ty: elem, memory, initial: bytes });
+                let memory = backend
+                    .allocate(bytes.len())
+                    .map_err(hologram_core::Error::from)?;
+                backend
+                    .copy_in(&memory, 0, &bytes)
+                    .map_err(hologram_core::Error::from)?;
+                args.push(KernelArg::Buffer(BufferArg {
+                    memory: memory.clone(),
+                    offset: 0,
+                    len: bytes.len(),
+                }));
+                bound.push(Bound {
+                    name: p.name.clone(),
+                    ty: elem,
+                    memory,
+                    initial: bytes,
+                });
             }
         }
     }
     let mut outs = Vec::new();
     for o in &a.outs {
         let (name, file) = split_binding(o, "out")?;
-        let b = bound
-            .iter()
-            .find(|b| b.name == name)
-            .ok_or_else(|| CliError::Usage(format!("--out {name}: not a buffer parameter of the kernel")))?;
+        let b = bound.iter().find(|b| b.name == name).ok_or_else(|| {
+            CliError::Usage(format!(
+                "--out {name}: not a buffer parameter of the kernel"
+            ))
+        })?;
         outs.push((b, PathBuf::from(file)));
     }
     let t = Instant::now();
@@ -131,7 +171,9 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     for rep in 0..a.repeat.max(1) {
         if rep > 0 {
             for b in &bound {
-                backend.copy_in(&b.memory, 0, &b.initial).map_err(hologram_core::Error::from)?;
+                backend
+                    .copy_in(&b.memory, 0, &b.initial)
+                    .map_err(hologram_core::Error::from)?;
             }
             exec.synchronize()?;
         }
@@ -142,7 +184,9 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     }
     for (b, file) in outs {
         let mut data = vec![0u8; b.initial.len()];
-        backend.copy_out(&b.memory, 0, &mut data).map_err(hologram_core::Error::from)?;
+        backend
+            .copy_out(&b.memory, 0, &mut data)
+            .map_err(hologram_core::Error::from)?;
         npy::write(&file, b.ty, &data)?;
     }
     let mut sorted = times.clone();

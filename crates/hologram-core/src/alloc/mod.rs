@@ -55,7 +55,10 @@ impl CachingAllocator {
     pub fn new(backend: Arc<dyn Backend>) -> Self {
         CachingAllocator {
             backend,
-            state: Mutex::new(State { free: vec![Vec::new(); NUM_CLASSES], stats: AllocatorStats::default() }),
+            state: Mutex::new(State {
+                free: vec![Vec::new(); NUM_CLASSES],
+                stats: AllocatorStats::default(),
+            }),
         }
     }
 
@@ -76,7 +79,11 @@ impl CachingAllocator {
                     st.stats.cache_hits += 1;
                     st.stats.bytes_cached -= class_bytes(k) as u64;
                     st.stats.bytes_in_use += bytes as u64;
-                    return Ok(Block { memory, class, requested: bytes });
+                    return Ok(Block {
+                        memory,
+                        class,
+                        requested: bytes,
+                    });
                 }
             }
         }
@@ -95,7 +102,11 @@ impl CachingAllocator {
         st.stats.bytes_in_use += bytes as u64;
         st.stats.bytes_reserved += size as u64;
         st.stats.peak_reserved = st.stats.peak_reserved.max(st.stats.bytes_reserved);
-        Ok(Block { memory, class, requested: bytes })
+        Ok(Block {
+            memory,
+            class,
+            requested: bytes,
+        })
     }
 
     /// Returns a block to its free list (direct allocations go back to the device).

@@ -164,10 +164,16 @@ mod tests {
         let x = 1.0f64 + 2f64.powi(-11) + 2f64.powi(-30);
         assert_eq!(convert::<f64, f16>(x), f16::from_bits(0x3c01));
         // Exactly halfway rounds to even.
-        assert_eq!(convert::<f64, f16>(1.0 + 2f64.powi(-11)), f16::from_bits(0x3c00));
+        assert_eq!(
+            convert::<f64, f16>(1.0 + 2f64.powi(-11)),
+            f16::from_bits(0x3c00)
+        );
         // A large integer just above a bf16 halfway point.
         let v: i64 = (1 << 40) + (1 << 32) + 1;
-        assert_eq!(convert::<i64, bf16>(v).to_f64(), ((1u64 << 40) + (1 << 33)) as f64);
+        assert_eq!(
+            convert::<i64, bf16>(v).to_f64(),
+            ((1u64 << 40) + (1 << 33)) as f64
+        );
         assert!(convert::<f64, f16>(1e6).is_infinite());
         assert!(convert::<f64, bf16>(1e300).is_infinite());
         assert_eq!(convert::<f64, f32>(0.1), 0.1f32);

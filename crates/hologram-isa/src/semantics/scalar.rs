@@ -147,36 +147,120 @@ macro_rules! float_impl {
     ($t:ty, $ty:ident, $erf:path) => {
         impl Num for $t {
             const TYPE: Type = Type::$ty;
-            #[inline(always)] fn add(a: Self, b: Self) -> Self { a + b }
-            #[inline(always)] fn sub(a: Self, b: Self) -> Self { a - b }
-            #[inline(always)] fn mul(a: Self, b: Self) -> Self { a * b }
-            #[inline(always)] fn div(a: Self, b: Self) -> Self { a / b }
-            #[inline(always)] fn rem(a: Self, b: Self) -> Self { a % b }
-            #[inline(always)] fn min(a: Self, b: Self) -> Self { <$t>::min(a, b) }
-            #[inline(always)] fn max(a: Self, b: Self) -> Self { <$t>::max(a, b) }
-            #[inline(always)] fn abs(a: Self) -> Self { <$t>::abs(a) }
-            #[inline(always)] fn neg(a: Self) -> Self { -a }
+            #[inline(always)]
+            fn add(a: Self, b: Self) -> Self {
+                a + b
+            }
+            #[inline(always)]
+            fn sub(a: Self, b: Self) -> Self {
+                a - b
+            }
+            #[inline(always)]
+            fn mul(a: Self, b: Self) -> Self {
+                a * b
+            }
+            #[inline(always)]
+            fn div(a: Self, b: Self) -> Self {
+                a / b
+            }
+            #[inline(always)]
+            fn rem(a: Self, b: Self) -> Self {
+                a % b
+            }
+            #[inline(always)]
+            fn min(a: Self, b: Self) -> Self {
+                <$t>::min(a, b)
+            }
+            #[inline(always)]
+            fn max(a: Self, b: Self) -> Self {
+                <$t>::max(a, b)
+            }
+            #[inline(always)]
+            fn abs(a: Self) -> Self {
+                <$t>::abs(a)
+            }
+            #[inline(always)]
+            fn neg(a: Self) -> Self {
+                -a
+            }
         }
         impl Float for $t {
-            #[inline(always)] fn fma(a: Self, b: Self, c: Self) -> Self { a.mul_add(b, c) }
-            #[inline(always)] fn exp(a: Self) -> Self { a.exp() }
-            #[inline(always)] fn exp2(a: Self) -> Self { a.exp2() }
-            #[inline(always)] fn log(a: Self) -> Self { a.ln() }
-            #[inline(always)] fn log2(a: Self) -> Self { a.log2() }
-            #[inline(always)] fn log10(a: Self) -> Self { a.log10() }
-            #[inline(always)] fn sqrt(a: Self) -> Self { a.sqrt() }
-            #[inline(always)] fn rsqrt(a: Self) -> Self { 1.0 / a.sqrt() }
-            #[inline(always)] fn sin(a: Self) -> Self { a.sin() }
-            #[inline(always)] fn cos(a: Self) -> Self { a.cos() }
-            #[inline(always)] fn tan(a: Self) -> Self { a.tan() }
-            #[inline(always)] fn tanh(a: Self) -> Self { a.tanh() }
-            #[inline(always)] fn sigmoid(a: Self) -> Self { 1.0 / (1.0 + (-a).exp()) }
-            #[inline(always)] fn erf(a: Self) -> Self { $erf(a) }
-            #[inline(always)] fn pow(a: Self, b: Self) -> Self { a.powf(b) }
-            #[inline(always)] fn floor(a: Self) -> Self { a.floor() }
-            #[inline(always)] fn ceil(a: Self) -> Self { a.ceil() }
-            #[inline(always)] fn round(a: Self) -> Self { a.round_ties_even() }
-            #[inline(always)] fn trunc(a: Self) -> Self { a.trunc() }
+            #[inline(always)]
+            fn fma(a: Self, b: Self, c: Self) -> Self {
+                a.mul_add(b, c)
+            }
+            #[inline(always)]
+            fn exp(a: Self) -> Self {
+                a.exp()
+            }
+            #[inline(always)]
+            fn exp2(a: Self) -> Self {
+                a.exp2()
+            }
+            #[inline(always)]
+            fn log(a: Self) -> Self {
+                a.ln()
+            }
+            #[inline(always)]
+            fn log2(a: Self) -> Self {
+                a.log2()
+            }
+            #[inline(always)]
+            fn log10(a: Self) -> Self {
+                a.log10()
+            }
+            #[inline(always)]
+            fn sqrt(a: Self) -> Self {
+                a.sqrt()
+            }
+            #[inline(always)]
+            fn rsqrt(a: Self) -> Self {
+                1.0 / a.sqrt()
+            }
+            #[inline(always)]
+            fn sin(a: Self) -> Self {
+                a.sin()
+            }
+            #[inline(always)]
+            fn cos(a: Self) -> Self {
+                a.cos()
+            }
+            #[inline(always)]
+            fn tan(a: Self) -> Self {
+                a.tan()
+            }
+            #[inline(always)]
+            fn tanh(a: Self) -> Self {
+                a.tanh()
+            }
+            #[inline(always)]
+            fn sigmoid(a: Self) -> Self {
+                1.0 / (1.0 + (-a).exp())
+            }
+            #[inline(always)]
+            fn erf(a: Self) -> Self {
+                $erf(a)
+            }
+            #[inline(always)]
+            fn pow(a: Self, b: Self) -> Self {
+                a.powf(b)
+            }
+            #[inline(always)]
+            fn floor(a: Self) -> Self {
+                a.floor()
+            }
+            #[inline(always)]
+            fn ceil(a: Self) -> Self {
+                a.ceil()
+            }
+            #[inline(always)]
+            fn round(a: Self) -> Self {
+                a.round_ties_even()
+            }
+            #[inline(always)]
+            fn trunc(a: Self) -> Self {
+                a.trunc()
+            }
         }
     };
 }
@@ -188,36 +272,120 @@ macro_rules! half_impl {
     ($t:ty, $ty:ident) => {
         impl Num for $t {
             const TYPE: Type = Type::$ty;
-            #[inline(always)] fn add(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32() + b.to_f32()) }
-            #[inline(always)] fn sub(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32() - b.to_f32()) }
-            #[inline(always)] fn mul(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32() * b.to_f32()) }
-            #[inline(always)] fn div(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32() / b.to_f32()) }
-            #[inline(always)] fn rem(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32() % b.to_f32()) }
-            #[inline(always)] fn min(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32().min(b.to_f32())) }
-            #[inline(always)] fn max(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32().max(b.to_f32())) }
-            #[inline(always)] fn abs(a: Self) -> Self { <$t>::from_f32(a.to_f32().abs()) }
-            #[inline(always)] fn neg(a: Self) -> Self { -a }
+            #[inline(always)]
+            fn add(a: Self, b: Self) -> Self {
+                <$t>::from_f32(a.to_f32() + b.to_f32())
+            }
+            #[inline(always)]
+            fn sub(a: Self, b: Self) -> Self {
+                <$t>::from_f32(a.to_f32() - b.to_f32())
+            }
+            #[inline(always)]
+            fn mul(a: Self, b: Self) -> Self {
+                <$t>::from_f32(a.to_f32() * b.to_f32())
+            }
+            #[inline(always)]
+            fn div(a: Self, b: Self) -> Self {
+                <$t>::from_f32(a.to_f32() / b.to_f32())
+            }
+            #[inline(always)]
+            fn rem(a: Self, b: Self) -> Self {
+                <$t>::from_f32(a.to_f32() % b.to_f32())
+            }
+            #[inline(always)]
+            fn min(a: Self, b: Self) -> Self {
+                <$t>::from_f32(a.to_f32().min(b.to_f32()))
+            }
+            #[inline(always)]
+            fn max(a: Self, b: Self) -> Self {
+                <$t>::from_f32(a.to_f32().max(b.to_f32()))
+            }
+            #[inline(always)]
+            fn abs(a: Self) -> Self {
+                <$t>::from_f32(a.to_f32().abs())
+            }
+            #[inline(always)]
+            fn neg(a: Self) -> Self {
+                -a
+            }
         }
         impl Float for $t {
-            #[inline(always)] fn fma(a: Self, b: Self, c: Self) -> Self { <$t>::from_f32(a.to_f32().mul_add(b.to_f32(), c.to_f32())) }
-            #[inline(always)] fn exp(a: Self) -> Self { Self::from_f32(f32::exp(a.to_f32())) }
-            #[inline(always)] fn exp2(a: Self) -> Self { Self::from_f32(f32::exp2(a.to_f32())) }
-            #[inline(always)] fn log(a: Self) -> Self { Self::from_f32(f32::ln(a.to_f32())) }
-            #[inline(always)] fn log2(a: Self) -> Self { Self::from_f32(f32::log2(a.to_f32())) }
-            #[inline(always)] fn log10(a: Self) -> Self { Self::from_f32(f32::log10(a.to_f32())) }
-            #[inline(always)] fn sqrt(a: Self) -> Self { Self::from_f32(f32::sqrt(a.to_f32())) }
-            #[inline(always)] fn rsqrt(a: Self) -> Self { Self::from_f32(<f32 as Float>::rsqrt(a.to_f32())) }
-            #[inline(always)] fn sin(a: Self) -> Self { Self::from_f32(f32::sin(a.to_f32())) }
-            #[inline(always)] fn cos(a: Self) -> Self { Self::from_f32(f32::cos(a.to_f32())) }
-            #[inline(always)] fn tan(a: Self) -> Self { Self::from_f32(f32::tan(a.to_f32())) }
-            #[inline(always)] fn tanh(a: Self) -> Self { Self::from_f32(f32::tanh(a.to_f32())) }
-            #[inline(always)] fn sigmoid(a: Self) -> Self { Self::from_f32(<f32 as Float>::sigmoid(a.to_f32())) }
-            #[inline(always)] fn erf(a: Self) -> Self { Self::from_f32(libm::erff(a.to_f32())) }
-            #[inline(always)] fn pow(a: Self, b: Self) -> Self { Self::from_f32(a.to_f32().powf(b.to_f32())) }
-            #[inline(always)] fn floor(a: Self) -> Self { Self::from_f32(a.to_f32().floor()) }
-            #[inline(always)] fn ceil(a: Self) -> Self { Self::from_f32(a.to_f32().ceil()) }
-            #[inline(always)] fn round(a: Self) -> Self { Self::from_f32(a.to_f32().round_ties_even()) }
-            #[inline(always)] fn trunc(a: Self) -> Self { Self::from_f32(a.to_f32().trunc()) }
+            #[inline(always)]
+            fn fma(a: Self, b: Self, c: Self) -> Self {
+                <$t>::from_f32(a.to_f32().mul_add(b.to_f32(), c.to_f32()))
+            }
+            #[inline(always)]
+            fn exp(a: Self) -> Self {
+                Self::from_f32(f32::exp(a.to_f32()))
+            }
+            #[inline(always)]
+            fn exp2(a: Self) -> Self {
+                Self::from_f32(f32::exp2(a.to_f32()))
+            }
+            #[inline(always)]
+            fn log(a: Self) -> Self {
+                Self::from_f32(f32::ln(a.to_f32()))
+            }
+            #[inline(always)]
+            fn log2(a: Self) -> Self {
+                Self::from_f32(f32::log2(a.to_f32()))
+            }
+            #[inline(always)]
+            fn log10(a: Self) -> Self {
+                Self::from_f32(f32::log10(a.to_f32()))
+            }
+            #[inline(always)]
+            fn sqrt(a: Self) -> Self {
+                Self::from_f32(f32::sqrt(a.to_f32()))
+            }
+            #[inline(always)]
+            fn rsqrt(a: Self) -> Self {
+                Self::from_f32(<f32 as Float>::rsqrt(a.to_f32()))
+            }
+            #[inline(always)]
+            fn sin(a: Self) -> Self {
+                Self::from_f32(f32::sin(a.to_f32()))
+            }
+            #[inline(always)]
+            fn cos(a: Self) -> Self {
+                Self::from_f32(f32::cos(a.to_f32()))
+            }
+            #[inline(always)]
+            fn tan(a: Self) -> Self {
+                Self::from_f32(f32::tan(a.to_f32()))
+            }
+            #[inline(always)]
+            fn tanh(a: Self) -> Self {
+                Self::from_f32(f32::tanh(a.to_f32()))
+            }
+            #[inline(always)]
+            fn sigmoid(a: Self) -> Self {
+                Self::from_f32(<f32 as Float>::sigmoid(a.to_f32()))
+            }
+            #[inline(always)]
+            fn erf(a: Self) -> Self {
+                Self::from_f32(libm::erff(a.to_f32()))
+            }
+            #[inline(always)]
+            fn pow(a: Self, b: Self) -> Self {
+                Self::from_f32(a.to_f32().powf(b.to_f32()))
+            }
+            #[inline(always)]
+            fn floor(a: Self) -> Self {
+                Self::from_f32(a.to_f32().floor())
+            }
+            #[inline(always)]
+            fn ceil(a: Self) -> Self {
+                Self::from_f32(a.to_f32().ceil())
+            }
+            #[inline(always)]
+            fn round(a: Self) -> Self {
+                Self::from_f32(a.to_f32().round_ties_even())
+            }
+            #[inline(always)]
+            fn trunc(a: Self) -> Self {
+                Self::from_f32(a.to_f32().trunc())
+            }
         }
     };
 }
@@ -260,7 +428,10 @@ mod tests {
         let a = f16::from_f32(1.0);
         let b = f16::from_f32(0.0004);
         assert_eq!(<f16 as Num>::add(a, b), f16::from_f32(1.0004)); // rounds to 1.0
-        assert_eq!(<bf16 as Num>::mul(bf16::from_f32(3.0), bf16::from_f32(1.0 / 3.0)).to_f32(), 1.0);
+        assert_eq!(
+            <bf16 as Num>::mul(bf16::from_f32(3.0), bf16::from_f32(1.0 / 3.0)).to_f32(),
+            1.0
+        );
         assert!(<f16 as Num>::mul(f16::MAX, f16::from_f32(2.0)).is_infinite());
     }
 }

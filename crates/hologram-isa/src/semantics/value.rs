@@ -162,7 +162,13 @@ mod tests {
 
     #[test]
     fn bits_round_trip() {
-        for v in [Value::I8(-3), Value::U64(u64::MAX), Value::F32(-0.5), Value::BF16(bf16::from_f32(2.0)), Value::Pred(true)] {
+        for v in [
+            Value::I8(-3),
+            Value::U64(u64::MAX),
+            Value::F32(-0.5),
+            Value::BF16(bf16::from_f32(2.0)),
+            Value::Pred(true),
+        ] {
             assert_eq!(Value::from_bits(v.ty(), v.to_bits()), v);
         }
     }

@@ -57,7 +57,11 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, ParseError> {
         let c = chars[i];
         let start = (line, col);
         let push = |toks: &mut Vec<Token>, tok: Tok| {
-            toks.push(Token { tok, line: start.0, col: start.1 });
+            toks.push(Token {
+                tok,
+                line: start.0,
+                col: start.1,
+            });
         };
         // Take a run of characters satisfying `pred`, starting at `from`.
         let run = |from: usize, pred: &dyn Fn(char) -> bool| -> usize {
@@ -98,8 +102,16 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, ParseError> {
         if c == '.' || c == '%' {
             end = run(i + 1, &is_name_char);
             if end == i + 1 {
-                let what = if c == '.' { "a directive name" } else { "a register name" };
-                return Err(ParseError::new(line, col, format!("expected {what} after '{c}'")));
+                let what = if c == '.' {
+                    "a directive name"
+                } else {
+                    "a register name"
+                };
+                return Err(ParseError::new(
+                    line,
+                    col,
+                    format!("expected {what} after '{c}'"),
+                ));
             }
             let text: String = chars[i + 1..end].iter().collect();
             if c == '.' {
@@ -131,12 +143,20 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, ParseError> {
             let text: String = chars[i..end].iter().collect();
             push(&mut toks, Tok::Ident(text));
         } else {
-            return Err(ParseError::new(line, col, format!("unexpected character '{c}'")));
+            return Err(ParseError::new(
+                line,
+                col,
+                format!("unexpected character '{c}'"),
+            ));
         }
         col += end - i;
         i = end;
     }
-    toks.push(Token { tok: Tok::Eof, line, col });
+    toks.push(Token {
+        tok: Tok::Eof,
+        line,
+        col,
+    });
     Ok(toks)
 }
 

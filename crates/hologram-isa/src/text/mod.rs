@@ -25,7 +25,11 @@ pub struct ParseError {
 
 impl ParseError {
     pub(crate) fn new(line: usize, col: usize, message: impl Into<String>) -> Self {
-        ParseError { line, col, message: message.into() }
+        ParseError {
+            line,
+            col,
+            message: message.into(),
+        }
     }
 }
 

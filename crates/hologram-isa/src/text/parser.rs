@@ -19,7 +19,11 @@ pub fn parse(src: &str) -> Result<Program, ParseError> {
 /// validation errors can point at the text.
 pub fn parse_with_source_map(src: &str) -> Result<(Program, SourceMap), ParseError> {
     let toks = lex(src)?;
-    let mut p = Parser { toks, pos: 0, map: SourceMap::default() };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        map: SourceMap::default(),
+    };
     let program = p.program()?;
     Ok((program, p.map))
 }
@@ -134,9 +138,19 @@ impl Parser {
         let len = match &t.tok {
             Tok::Number(s) => match parse_number(s) {
                 Some(Imm::Int(v)) if v > 0 && v <= u32::MAX as i128 => v as u32,
-                _ => return Err(self.err_at(&t, format!("array length must be a positive integer, found '{s}'"))),
+                _ => {
+                    return Err(self.err_at(
+                        &t,
+                        format!("array length must be a positive integer, found '{s}'"),
+                    ))
+                }
             },
-            other => return Err(self.err_at(&t, format!("expected an array length, found {}", other.describe()))),
+            other => {
+                return Err(self.err_at(
+                    &t,
+                    format!("expected an array length, found {}", other.describe()),
+                ))
+            }
         };
         self.expect_punct(']', "after the array length")?;
         Ok(len)
@@ -151,7 +165,10 @@ impl Parser {
         self.next();
         let name = self.name("a kernel name")?;
         self.end_of_directive()?;
-        let mut prog = Program { name, ..Program::default() };
+        let mut prog = Program {
+            name,
+            ..Program::default()
+        };
         // Header directives.
         loop {
             self.skip_newlines();
@@ -168,7 +185,10 @@ impl Parser {
                                 self.err_at(&tag, format!("unknown element type in '{s}'"))
                             })?;
                             self.next();
-                            ParamKind::Buffer { elem: ty, access: Access::ReadOnly }
+                            ParamKind::Buffer {
+                                elem: ty,
+                                access: Access::ReadOnly,
+                            }
                         }
                         _ => ParamKind::Scalar(self.type_tag("the parameter")?),
                     };
@@ -218,12 +238,12 @@ impl Parser {
                 ".kernel" => {
                     return Err(self.err_at(&t, "only one .kernel per program"));
                 }
-                other => {
-                    return Err(self.err_at(
-                        &t,
-                        format!("unknown directive '{other}' (expected .param, .shared, .scratch or .reg)"),
-                    ))
-                }
+                other => return Err(self.err_at(
+                    &t,
+                    format!(
+                        "unknown directive '{other}' (expected .param, .shared, .scratch or .reg)"
+                    ),
+                )),
             }
             self.end_of_directive()?;
         }
@@ -276,7 +296,10 @@ impl Parser {
         };
         let t = self.next();
         let Tok::Ident(mnemonic) = &t.tok else {
-            return Err(self.err_at(&t, format!("expected an instruction, found {}", t.tok.describe())));
+            return Err(self.err_at(
+                &t,
+                format!("expected an instruction, found {}", t.tok.describe()),
+            ));
         };
         let op = self.operation(&t, mnemonic)?;
         if self.peek().tok != Tok::Punct(';') {
@@ -294,12 +317,20 @@ impl Parser {
             if suffix_count == n {
                 Ok(())
             } else {
-                Err(ParseError::new(at.line, at.col, format!("'{mnemonic}' is malformed: write {form}")))
+                Err(ParseError::new(
+                    at.line,
+                    at.col,
+                    format!("'{mnemonic}' is malformed: write {form}"),
+                ))
             }
         };
         let ty_at = |i: usize| -> PResult<Type> {
             Type::from_name(parts[i]).ok_or_else(|| {
-                ParseError::new(at.line, at.col, format!("unknown type '{}' in '{mnemonic}'", parts[i]))
+                ParseError::new(
+                    at.line,
+                    at.col,
+                    format!("unknown type '{}' in '{mnemonic}'", parts[i]),
+                )
             })
         };
         Ok(match base {
@@ -335,19 +366,33 @@ impl Parser {
             "mad" | "fma" => {
                 want(1, &format!("{base}.TYPE"))?;
                 let ty = ty_at(1)?;
-                let op = TernaryOp::from_name(base).ok_or_else(|| self.err_at(at, "unreachable"))?;
+                let op =
+                    TernaryOp::from_name(base).ok_or_else(|| self.err_at(at, "unreachable"))?;
                 let dst = self.dst()?;
                 let a = self.operand()?;
                 self.comma()?;
                 let b = self.operand()?;
                 self.comma()?;
                 let c = self.operand()?;
-                Op::Ternary { op, ty, dst, a, b, c }
+                Op::Ternary {
+                    op,
+                    ty,
+                    dst,
+                    a,
+                    b,
+                    c,
+                }
             }
             "setp" => {
                 want(2, "setp.CMP.TYPE, e.g. setp.lt.u32")?;
                 let cmp = CmpOp::from_name(parts[1]).ok_or_else(|| {
-                    self.err_at(at, format!("unknown comparison '{}' (expected eq, ne, lt, le, gt or ge)", parts[1]))
+                    self.err_at(
+                        at,
+                        format!(
+                            "unknown comparison '{}' (expected eq, ne, lt, le, gt or ge)",
+                            parts[1]
+                        ),
+                    )
                 })?;
                 let ty = ty_at(2)?;
                 let dst = self.dst()?;
@@ -365,12 +410,24 @@ impl Parser {
                 let b = self.operand()?;
                 self.comma()?;
                 let cond = self.operand()?;
-                Op::Selp { ty, dst, a, b, cond }
+                Op::Selp {
+                    ty,
+                    dst,
+                    a,
+                    b,
+                    cond,
+                }
             }
             "atom" => {
                 want(2, "atom.OP.TYPE, e.g. atom.add.u32")?;
                 let op = AtomOp::from_name(parts[1]).ok_or_else(|| {
-                    self.err_at(at, format!("unknown atomic operation '{}' (expected add, min, max, exch or cas)", parts[1]))
+                    self.err_at(
+                        at,
+                        format!(
+                            "unknown atomic operation '{}' (expected add, min, max, exch or cas)",
+                            parts[1]
+                        ),
+                    )
                 })?;
                 let ty = ty_at(2)?;
                 let dst = self.dst()?;
@@ -383,7 +440,14 @@ impl Parser {
                 } else {
                     None
                 };
-                Op::Atom { op, ty, dst, mem, a, b }
+                Op::Atom {
+                    op,
+                    ty,
+                    dst,
+                    mem,
+                    a,
+                    b,
+                }
             }
             "bra" | "call" => {
                 want(0, base)?;
@@ -412,7 +476,13 @@ impl Parser {
             "fence" => {
                 want(1, "fence.block or fence.device")?;
                 let scope = FenceScope::from_name(parts[1]).ok_or_else(|| {
-                    self.err_at(at, format!("unknown fence scope '{}' (expected block or device)", parts[1]))
+                    self.err_at(
+                        at,
+                        format!(
+                            "unknown fence scope '{}' (expected block or device)",
+                            parts[1]
+                        ),
+                    )
                 })?;
                 Op::Fence { scope }
             }
@@ -474,7 +544,8 @@ impl Parser {
                 }
             }
             Tok::Number(s) => Operand::Imm(
-                parse_number(s).ok_or_else(|| self.err_at(&t, format!("malformed number '{s}'")))?,
+                parse_number(s)
+                    .ok_or_else(|| self.err_at(&t, format!("malformed number '{s}'")))?,
             ),
             Tok::Ident(s) => match s.as_str() {
                 "true" => Operand::Imm(Imm::Int(1)),
@@ -518,7 +589,9 @@ pub(crate) fn parse_number(text: &str) -> Option<Imm> {
         if neg || hex.len() != 16 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
             return None;
         }
-        return Some(Imm::Float(f64::from_bits(u64::from_str_radix(hex, 16).ok()?)));
+        return Some(Imm::Float(f64::from_bits(
+            u64::from_str_radix(hex, 16).ok()?,
+        )));
     }
     if !body.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
@@ -527,7 +600,11 @@ pub(crate) fn parse_number(text: &str) -> Option<Imm> {
         let v: i128 = body.parse().ok()?;
         return Some(Imm::Int(if neg { -v } else { v }));
     }
-    if body.contains(['.', 'e', 'E']) && body.chars().all(|c| c.is_ascii_digit() || ".eE+-".contains(c)) {
+    if body.contains(['.', 'e', 'E'])
+        && body
+            .chars()
+            .all(|c| c.is_ascii_digit() || ".eE+-".contains(c))
+    {
         let v: f64 = body.parse().ok()?;
         return Some(Imm::Float(sign(v)));
     }

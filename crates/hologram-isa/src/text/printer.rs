@@ -20,7 +20,11 @@ fn write_program(out: &mut String, p: &Program) -> fmt::Result {
     for param in &p.params {
         match param.kind {
             ParamKind::Buffer { elem, access } => {
-                let rw = if access == Access::ReadWrite { " .rw" } else { "" };
+                let rw = if access == Access::ReadWrite {
+                    " .rw"
+                } else {
+                    ""
+                };
                 writeln!(out, ".param .buf.{elem} {}{rw}", param.name)?;
             }
             ParamKind::Scalar(ty) => writeln!(out, ".param .{ty} {}", param.name)?,
@@ -64,16 +68,39 @@ pub fn write_inst(out: &mut String, inst: &Inst<String>) -> fmt::Result {
         Op::Binary { op, ty, dst, a, b } => {
             write!(out, "{}.{ty} %{dst}, {}, {}", op.name(), o(a), o(b))?
         }
-        Op::Ternary { op, ty, dst, a, b, c } => {
-            write!(out, "{}.{ty} %{dst}, {}, {}, {}", op.name(), o(a), o(b), o(c))?
-        }
+        Op::Ternary {
+            op,
+            ty,
+            dst,
+            a,
+            b,
+            c,
+        } => write!(
+            out,
+            "{}.{ty} %{dst}, {}, {}, {}",
+            op.name(),
+            o(a),
+            o(b),
+            o(c)
+        )?,
         Op::Setp { cmp, ty, dst, a, b } => {
             write!(out, "setp.{}.{ty} %{dst}, {}, {}", cmp.name(), o(a), o(b))?
         }
-        Op::Selp { ty, dst, a, b, cond } => {
-            write!(out, "selp.{ty} %{dst}, {}, {}, {}", o(a), o(b), o(cond))?
-        }
-        Op::Atom { op, ty, dst, mem, a, b } => {
+        Op::Selp {
+            ty,
+            dst,
+            a,
+            b,
+            cond,
+        } => write!(out, "selp.{ty} %{dst}, {}, {}, {}", o(a), o(b), o(cond))?,
+        Op::Atom {
+            op,
+            ty,
+            dst,
+            mem,
+            a,
+            b,
+        } => {
             write!(out, "atom.{}.{ty} %{dst}, {}, {}", op.name(), m(mem), o(a))?;
             if let Some(b) = b {
                 write!(out, ", {}", o(b))?;

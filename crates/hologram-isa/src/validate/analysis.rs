@@ -133,7 +133,9 @@ impl Procedures {
         for p in 0..n {
             if colour[p] == 0 {
                 let mut path = Vec::new();
-                if let Err((call_pc, cycle)) = visit(p, &callees, &mut colour, &mut depth, &mut path) {
+                if let Err((call_pc, cycle)) =
+                    visit(p, &callees, &mut colour, &mut depth, &mut path)
+                {
                     let names: Vec<String> = cycle
                         .iter()
                         .map(|&q| {
@@ -144,7 +146,10 @@ impl Procedures {
                             }
                         })
                         .collect();
-                    return Err(ValidationError::new(loc(call_pc), K::Recursion(names.join(" -> "))));
+                    return Err(ValidationError::new(
+                        loc(call_pc),
+                        K::Recursion(names.join(" -> ")),
+                    ));
                 }
             }
         }
@@ -155,9 +160,15 @@ impl Procedures {
     fn contains_barrier(&self, k: &Kernel) -> Vec<bool> {
         let n = self.entries.len();
         let mut has: Vec<bool> = (0..n)
-            .map(|p| self.body[p].iter().any(|pc| matches!(k.insts.get(pc).map(|i| &i.op), Some(Op::Barrier))))
+            .map(|p| {
+                self.body[p]
+                    .iter()
+                    .any(|pc| matches!(k.insts.get(pc).map(|i| &i.op), Some(Op::Barrier)))
+            })
             .collect();
-        let callees: Vec<Vec<usize>> = (0..n).map(|p| self.callees(k, p).into_iter().map(|c| c.1).collect()).collect();
+        let callees: Vec<Vec<usize>> = (0..n)
+            .map(|p| self.callees(k, p).into_iter().map(|c| c.1).collect())
+            .collect();
         let mut changed = true;
         while changed {
             changed = false;
@@ -203,12 +214,19 @@ fn check_divergent_barriers(
     loop {
         let mut changed = false;
         for (pc, inst) in k.insts.iter().enumerate() {
-            let guard_varying = inst.guard.as_ref().is_some_and(|g| varying.contains(g.pred as usize));
+            let guard_varying = inst
+                .guard
+                .as_ref()
+                .is_some_and(|g| varying.contains(g.pred as usize));
             if let Some(&dst) = inst.op.dst() {
                 let v = guard_varying
                     || divergent.contains(pc)
                     || matches!(inst.op, Op::Atom { .. })
-                    || inst.op.sources().iter().any(|(s, _)| is_varying(s, &varying))
+                    || inst
+                        .op
+                        .sources()
+                        .iter()
+                        .any(|(s, _)| is_varying(s, &varying))
                     || matches!(inst.op, Op::Loop { .. }) && varying.contains(dst as usize);
                 if v && varying.insert(dst as usize) {
                     changed = true;
@@ -247,7 +265,10 @@ fn check_divergent_barriers(
     }
     let with_barrier = procs.contains_barrier(k);
     for (pc, inst) in k.insts.iter().enumerate() {
-        let guard_varying = inst.guard.as_ref().is_some_and(|g| varying.contains(g.pred as usize));
+        let guard_varying = inst
+            .guard
+            .as_ref()
+            .is_some_and(|g| varying.contains(g.pred as usize));
         let branch_stmt = |b: Option<usize>| match b.map(loc) {
             Some(Location::Stmt(s)) => Some(s),
             _ => None,
@@ -272,7 +293,13 @@ fn check_divergent_barriers(
             _ => None,
         };
         if let Some((reason, branch_stmt)) = reason {
-            return Err(ValidationError::new(loc(pc), K::DivergentBarrier { reason, branch_stmt }));
+            return Err(ValidationError::new(
+                loc(pc),
+                K::DivergentBarrier {
+                    reason,
+                    branch_stmt,
+                },
+            ));
         }
     }
     Ok(())
@@ -339,7 +366,11 @@ fn maybe_uninitialized(k: &Kernel, intra: &Cfg, procs: &Procedures) -> Vec<u32> 
     let mut queued = vec![true; n];
     while let Some(pc) = work.pop() {
         queued[pc] = false;
-        let mut inn = if pc == 0 { BitSet::new(nregs) } else { BitSet::full(nregs) };
+        let mut inn = if pc == 0 {
+            BitSet::new(nregs)
+        } else {
+            BitSet::full(nregs)
+        };
         for &p in &preds[pc] {
             if p < n {
                 inn.intersect_with(&out[p]);
@@ -365,7 +396,12 @@ fn maybe_uninitialized(k: &Kernel, intra: &Cfg, procs: &Procedures) -> Vec<u32> 
     }
     let mut zero = BitSet::new(nregs);
     for (pc, inst) in k.insts.iter().enumerate() {
-        let mut reads: Vec<u32> = inst.op.sources().iter().filter_map(|(s, _)| s.as_reg().copied()).collect();
+        let mut reads: Vec<u32> = inst
+            .op
+            .sources()
+            .iter()
+            .filter_map(|(s, _)| s.as_reg().copied())
+            .collect();
         if let Some(g) = &inst.guard {
             reads.push(g.pred);
         }

@@ -11,11 +11,15 @@ pub(crate) struct BitSet {
 
 impl BitSet {
     pub fn new(n: usize) -> Self {
-        BitSet { words: vec![0; n.div_ceil(64)] }
+        BitSet {
+            words: vec![0; n.div_ceil(64)],
+        }
     }
 
     pub fn full(n: usize) -> Self {
-        let mut s = BitSet { words: vec![u64::MAX; n.div_ceil(64)] };
+        let mut s = BitSet {
+            words: vec![u64::MAX; n.div_ceil(64)],
+        };
         if n % 64 != 0 {
             if let Some(last) = s.words.last_mut() {
                 *last = (1u64 << (n % 64)) - 1;
@@ -32,7 +36,9 @@ impl BitSet {
     }
 
     pub fn contains(&self, i: usize) -> bool {
-        self.words.get(i / 64).is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
     }
 
     pub fn intersect_with(&mut self, other: &BitSet) {
@@ -43,7 +49,9 @@ impl BitSet {
 
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         self.words.iter().enumerate().flat_map(|(w, &bits)| {
-            (0..64).filter(move |b| bits & (1u64 << b) != 0).map(move |b| w * 64 + b)
+            (0..64)
+                .filter(move |b| bits & (1u64 << b) != 0)
+                .map(move |b| w * 64 + b)
         })
     }
 }
@@ -62,7 +70,11 @@ impl Cfg {
     /// Nodes reachable from `starts` without entering `stop` (the starts themselves included).
     pub fn reach(&self, starts: &[usize], stop: Option<usize>) -> BitSet {
         let mut seen = BitSet::new(self.succ.len());
-        let mut stack: Vec<usize> = starts.iter().copied().filter(|&s| Some(s) != stop).collect();
+        let mut stack: Vec<usize> = starts
+            .iter()
+            .copied()
+            .filter(|&s| Some(s) != stop)
+            .collect();
         for &s in &stack {
             seen.insert(s);
         }

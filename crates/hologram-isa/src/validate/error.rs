@@ -55,7 +55,11 @@ impl fmt::Display for Location {
 pub enum ValidationErrorKind {
     /// A name is malformed or reserved.
     #[error("invalid {what} name '{name}': {why}")]
-    InvalidName { what: &'static str, name: String, why: &'static str },
+    InvalidName {
+        what: &'static str,
+        name: String,
+        why: &'static str,
+    },
     /// Two declarations (or two labels) share a name.
     #[error("'{0}' is declared twice")]
     DuplicateName(String),
@@ -76,7 +80,11 @@ pub enum ValidationErrorKind {
     TypeMismatch(String),
     /// An operation is not defined for a type.
     #[error("'{op}' is not defined for {ty}: {why}")]
-    UnsupportedType { op: String, ty: Type, why: &'static str },
+    UnsupportedType {
+        op: String,
+        ty: Type,
+        why: &'static str,
+    },
     /// A store or atomic targets a read-only buffer.
     #[error("cannot write '{0}': it is a read-only buffer parameter (declare it with .rw)")]
     ReadOnlyWrite(String),
@@ -85,13 +93,24 @@ pub enum ValidationErrorKind {
     ImmediateOutOfRange { value: String, ty: Type },
     /// A constant index is outside a fixed-size array.
     #[error("index {index} is outside {array}[{len}]")]
-    StaticIndexOutOfBounds { array: String, index: i128, len: u32 },
+    StaticIndexOutOfBounds {
+        array: String,
+        index: i128,
+        len: u32,
+    },
     /// Too much shared or scratch memory.
     #[error("{space} memory: {bytes} bytes declared, the limit is {limit} bytes")]
-    MemoryLimit { space: &'static str, bytes: usize, limit: usize },
+    MemoryLimit {
+        space: &'static str,
+        bytes: usize,
+        limit: usize,
+    },
     /// A barrier only some lanes of a block can reach.
     #[error("barrier in divergent code: {reason}; every live lane of a block must reach the same barrier")]
-    DivergentBarrier { reason: String, branch_stmt: Option<usize> },
+    DivergentBarrier {
+        reason: String,
+        branch_stmt: Option<usize>,
+    },
     /// A subroutine calls itself, directly or through others.
     #[error("recursive call: {0} (the ISA has no call stack for recursion)")]
     Recursion(String),
@@ -118,7 +137,11 @@ impl ValidationError {
     /// Renders the error with line:column positions from a source map.
     pub fn render(&self, map: &SourceMap) -> String {
         let mut msg = self.kind.to_string();
-        if let ValidationErrorKind::DivergentBarrier { branch_stmt: Some(s), .. } = &self.kind {
+        if let ValidationErrorKind::DivergentBarrier {
+            branch_stmt: Some(s),
+            ..
+        } = &self.kind
+        {
             if let Some((l, c)) = Location::Stmt(*s).position(map) {
                 msg.push_str(&format!(" (the divergent branch is at {l}:{c})"));
             }

@@ -59,7 +59,16 @@ pub fn validate(program: &Program) -> Result<Kernel, ValidationError> {
 }
 
 fn check_ident(what: &'static str, name: &str, loc: Location) -> Result<(), ValidationError> {
-    let bad = |why| Err(ValidationError::new(loc, K::InvalidName { what, name: name.into(), why }));
+    let bad = |why| {
+        Err(ValidationError::new(
+            loc,
+            K::InvalidName {
+                what,
+                name: name.into(),
+                why,
+            },
+        ))
+    };
     let mut chars = name.chars();
     match chars.next() {
         None => return bad("it is empty"),
@@ -79,7 +88,14 @@ fn check_ident(what: &'static str, name: &str, loc: Location) -> Result<(), Vali
 
 fn check_reg_name(name: &str, loc: Location) -> Result<(), ValidationError> {
     let bad = |why| {
-        Err(ValidationError::new(loc, K::InvalidName { what: "register", name: name.into(), why }))
+        Err(ValidationError::new(
+            loc,
+            K::InvalidName {
+                what: "register",
+                name: name.into(),
+                why,
+            },
+        ))
     };
     if name.is_empty() {
         return bad("it is empty");
@@ -142,7 +158,10 @@ impl<'p> Resolver<'p> {
             check_ident("array", &a.name, loc)?;
             declare(&a.name, loc)?;
             if a.elem == Type::Pred {
-                return Err(ValidationError::new(loc, K::Invalid("arrays of pred are not supported; use u8".into())));
+                return Err(ValidationError::new(
+                    loc,
+                    K::Invalid("arrays of pred are not supported; use u8".into()),
+                ));
             }
             shared_bytes += a.bytes();
             arrays.insert(a.name.as_str(), base + i as u32);
@@ -150,7 +169,11 @@ impl<'p> Resolver<'p> {
         if shared_bytes > MAX_SHARED_BYTES {
             return Err(ValidationError::new(
                 Location::Kernel,
-                K::MemoryLimit { space: ".shared", bytes: shared_bytes, limit: MAX_SHARED_BYTES },
+                K::MemoryLimit {
+                    space: ".shared",
+                    bytes: shared_bytes,
+                    limit: MAX_SHARED_BYTES,
+                },
             ));
         }
         let base = base + program.shared.len() as u32;
@@ -160,7 +183,10 @@ impl<'p> Resolver<'p> {
             check_ident("array", &a.name, loc)?;
             declare(&a.name, loc)?;
             if a.elem == Type::Pred {
-                return Err(ValidationError::new(loc, K::Invalid("arrays of pred are not supported; use u8".into())));
+                return Err(ValidationError::new(
+                    loc,
+                    K::Invalid("arrays of pred are not supported; use u8".into()),
+                ));
             }
             scratch_bytes += a.bytes();
             arrays.insert(a.name.as_str(), base + i as u32);
@@ -168,7 +194,11 @@ impl<'p> Resolver<'p> {
         if scratch_bytes > MAX_SCRATCH_BYTES {
             return Err(ValidationError::new(
                 Location::Kernel,
-                K::MemoryLimit { space: ".scratch", bytes: scratch_bytes, limit: MAX_SCRATCH_BYTES },
+                K::MemoryLimit {
+                    space: ".scratch",
+                    bytes: scratch_bytes,
+                    limit: MAX_SCRATCH_BYTES,
+                },
             ));
         }
         let mut r = Resolver {
@@ -186,7 +216,10 @@ impl<'p> Resolver<'p> {
             let loc = Location::Reg(i);
             check_reg_name(&d.name, loc)?;
             if r.reg_index.contains_key(d.name.as_str()) {
-                return Err(ValidationError::new(loc, K::DuplicateName(format!("%{}", d.name))));
+                return Err(ValidationError::new(
+                    loc,
+                    K::DuplicateName(format!("%{}", d.name)),
+                ));
             }
             r.add_reg(&d.name, d.ty, true, None);
         }
@@ -196,7 +229,11 @@ impl<'p> Resolver<'p> {
 
     fn add_reg(&mut self, name: &'p str, ty: Type, declared: bool, origin: Option<usize>) -> u32 {
         let id = self.regs.len() as u32;
-        self.regs.push(RegInfo { name: name.to_string(), ty, declared });
+        self.regs.push(RegInfo {
+            name: name.to_string(),
+            ty,
+            declared,
+        });
         self.reg_index.insert(name, id);
         self.reg_origin.push(origin);
         id
@@ -286,7 +323,10 @@ impl<'p> Resolver<'p> {
                             K::TypeMismatch(format!("guard %{} is {ty}, not pred", g.pred)),
                         ));
                     }
-                    Some(Guard { pred, negate: g.negate })
+                    Some(Guard {
+                        pred,
+                        negate: g.negate,
+                    })
                 }
             };
             let op = self.resolve_op(&inst.op, loc)?;
@@ -307,7 +347,9 @@ impl<'p> Resolver<'p> {
             )),
             None if self.arrays.contains_key(name) => Err(ValidationError::new(
                 loc,
-                K::TypeMismatch(format!("array '{name}' used as a value; index it, e.g. {name}[%i]")),
+                K::TypeMismatch(format!(
+                    "array '{name}' used as a value; index it, e.g. {name}[%i]"
+                )),
             )),
             None => Err(ValidationError::new(loc, K::UnknownParam(name.to_string()))),
         }

@@ -10,12 +10,23 @@ use crate::types::Type;
 type VResult = Result<(), ValidationError>;
 
 fn unsupported(loc: Location, op: String, ty: Type, why: &'static str) -> VResult {
-    Err(ValidationError::new(loc, K::UnsupportedType { op, ty, why }))
+    Err(ValidationError::new(
+        loc,
+        K::UnsupportedType { op, ty, why },
+    ))
 }
 
 /// Checks that an immediate can be used as a value of type `ty`.
 pub(crate) fn check_imm(imm: Imm, ty: Type, loc: Location) -> VResult {
-    let out_of_range = || Err(ValidationError::new(loc, K::ImmediateOutOfRange { value: imm.to_string(), ty }));
+    let out_of_range = || {
+        Err(ValidationError::new(
+            loc,
+            K::ImmediateOutOfRange {
+                value: imm.to_string(),
+                ty,
+            },
+        ))
+    };
     match (imm, ty) {
         (Imm::Int(v), Type::Pred) => {
             if v == 0 || v == 1 {
@@ -97,7 +108,10 @@ fn check_source(r: &Resolver<'_>, op: &Operand<u32>, want: Option<Type>, loc: Lo
                 )),
                 None if !have.is_int() => Err(ValidationError::new(
                     loc,
-                    K::TypeMismatch(format!("index {} is {have}, expected an integer", describe(op, r))),
+                    K::TypeMismatch(format!(
+                        "index {} is {have}, expected an integer",
+                        describe(op, r)
+                    )),
                 )),
                 _ => Ok(()),
             }
@@ -106,14 +120,24 @@ fn check_source(r: &Resolver<'_>, op: &Operand<u32>, want: Option<Type>, loc: Lo
 }
 
 /// Checks an array access: element type, writability, constant index bounds.
-fn check_mem(r: &Resolver<'_>, mem: &Mem<u32>, ty: Type, write: bool, atomic: bool, loc: Location) -> VResult {
+fn check_mem(
+    r: &Resolver<'_>,
+    mem: &Mem<u32>,
+    ty: Type,
+    write: bool,
+    atomic: bool,
+    loc: Location,
+) -> VResult {
     let p = r.program;
     let nparams = p.params.len() as u32;
     let nshared = p.shared.len() as u32;
     let (name, elem, len, kind) = if mem.array < nparams {
         let prm = &p.params[mem.array as usize];
         if write && !prm.is_writable() {
-            return Err(ValidationError::new(loc, K::ReadOnlyWrite(prm.name.clone())));
+            return Err(ValidationError::new(
+                loc,
+                K::ReadOnlyWrite(prm.name.clone()),
+            ));
         }
         (&prm.name, prm.ty(), None, ArrayRef::Param(mem.array))
     } else if mem.array < nparams + nshared {
@@ -128,13 +152,17 @@ fn check_mem(r: &Resolver<'_>, mem: &Mem<u32>, ty: Type, write: bool, atomic: bo
     if elem != ty {
         return Err(ValidationError::new(
             loc,
-            K::TypeMismatch(format!("'{name}' holds {elem}, but the instruction accesses it as {ty}")),
+            K::TypeMismatch(format!(
+                "'{name}' holds {elem}, but the instruction accesses it as {ty}"
+            )),
         ));
     }
     if atomic && matches!(kind, ArrayRef::Scratch(_)) {
         return Err(ValidationError::new(
             loc,
-            K::Invalid(format!("atomics need global or shared memory; '{name}' is per-lane .scratch")),
+            K::Invalid(format!(
+                "atomics need global or shared memory; '{name}' is per-lane .scratch"
+            )),
         ));
     }
     check_source(r, &mem.index, None, loc)?;
@@ -142,7 +170,11 @@ fn check_mem(r: &Resolver<'_>, mem: &Mem<u32>, ty: Type, write: bool, atomic: bo
         if *i >= len as i128 {
             return Err(ValidationError::new(
                 loc,
-                K::StaticIndexOutOfBounds { array: name.clone(), index: *i, len },
+                K::StaticIndexOutOfBounds {
+                    array: name.clone(),
+                    index: *i,
+                    len,
+                },
             ));
         }
     }
@@ -161,7 +193,12 @@ pub(crate) fn check(r: &Resolver<'_>, op: &Op<u32>, loc: Location) -> VResult {
         Op::Mov { .. } | Op::Selp { .. } => Ok(()),
         Op::Cvt { to, from, .. } => {
             if *to == Type::Pred || *from == Type::Pred {
-                return unsupported(loc, "cvt".into(), Type::Pred, "use setp or selp to convert to or from pred");
+                return unsupported(
+                    loc,
+                    "cvt".into(),
+                    Type::Pred,
+                    "use setp or selp to convert to or from pred",
+                );
             }
             Ok(())
         }
@@ -174,7 +211,12 @@ pub(crate) fn check(r: &Resolver<'_>, op: &Op<u32>, loc: Location) -> VResult {
                     unsupported(loc, name, *ty, "not is for integers and predicates")
                 }
                 UnaryOp::Abs | UnaryOp::Neg if !(ty.is_signed_int() || ty.is_float()) => {
-                    unsupported(loc, name, *ty, "abs and neg are for signed integers and floats")
+                    unsupported(
+                        loc,
+                        name,
+                        *ty,
+                        "abs and neg are for signed integers and floats",
+                    )
                 }
                 op if op.float_only() && !ty.is_float() => {
                     unsupported(loc, name, *ty, "this operation is for floats only")
@@ -185,8 +227,15 @@ pub(crate) fn check(r: &Resolver<'_>, op: &Op<u32>, loc: Location) -> VResult {
         Op::Binary { op, ty, .. } => {
             let name = format!("{}.{ty}", op.name());
             match op {
-                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor if !(ty.is_int() || *ty == Type::Pred) => {
-                    unsupported(loc, name, *ty, "bitwise operations are for integers and predicates")
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor
+                    if !(ty.is_int() || *ty == Type::Pred) =>
+                {
+                    unsupported(
+                        loc,
+                        name,
+                        *ty,
+                        "bitwise operations are for integers and predicates",
+                    )
                 }
                 BinaryOp::Shl | BinaryOp::Shr if !ty.is_int() => {
                     unsupported(loc, name, *ty, "shifts are for integers")
@@ -201,7 +250,12 @@ pub(crate) fn check(r: &Resolver<'_>, op: &Op<u32>, loc: Location) -> VResult {
                 | BinaryOp::Max
                     if *ty == Type::Pred =>
                 {
-                    unsupported(loc, name, *ty, "arithmetic is for numbers; use and/or/xor on predicates")
+                    unsupported(
+                        loc,
+                        name,
+                        *ty,
+                        "arithmetic is for numbers; use and/or/xor on predicates",
+                    )
                 }
                 _ => Ok(()),
             }
@@ -209,14 +263,23 @@ pub(crate) fn check(r: &Resolver<'_>, op: &Op<u32>, loc: Location) -> VResult {
         Op::Ternary { op, ty, .. } => {
             let name = format!("{}.{ty}", op.name());
             match op {
-                TernaryOp::Fma if !ty.is_float() => unsupported(loc, name, *ty, "fma is for floats; use mad"),
-                TernaryOp::Mad if *ty == Type::Pred => unsupported(loc, name, *ty, "mad is for numbers"),
+                TernaryOp::Fma if !ty.is_float() => {
+                    unsupported(loc, name, *ty, "fma is for floats; use mad")
+                }
+                TernaryOp::Mad if *ty == Type::Pred => {
+                    unsupported(loc, name, *ty, "mad is for numbers")
+                }
                 _ => Ok(()),
             }
         }
         Op::Setp { cmp, ty, .. } => {
             if *ty == Type::Pred && !matches!(cmp, CmpOp::Eq | CmpOp::Ne) {
-                return unsupported(loc, format!("setp.{}.pred", cmp.name()), *ty, "predicates compare with eq and ne only");
+                return unsupported(
+                    loc,
+                    format!("setp.{}.pred", cmp.name()),
+                    *ty,
+                    "predicates compare with eq and ne only",
+                );
             }
             Ok(())
         }
@@ -243,11 +306,16 @@ pub(crate) fn check(r: &Resolver<'_>, op: &Op<u32>, loc: Location) -> VResult {
             if !ty.is_int() {
                 return Err(ValidationError::new(
                     loc,
-                    K::TypeMismatch(format!("loop counter %{} is {ty}, expected an integer", r.regs[*counter as usize].name)),
+                    K::TypeMismatch(format!(
+                        "loop counter %{} is {ty}, expected an integer",
+                        r.regs[*counter as usize].name
+                    )),
                 ));
             }
             Ok(())
         }
-        Op::Bra { .. } | Op::Call { .. } | Op::Ret | Op::Exit | Op::Barrier | Op::Fence { .. } => Ok(()),
+        Op::Bra { .. } | Op::Call { .. } | Op::Ret | Op::Exit | Op::Barrier | Op::Fence { .. } => {
+            Ok(())
+        }
     }
 }
