@@ -238,12 +238,14 @@ impl Parser {
                 ".kernel" => {
                     return Err(self.err_at(&t, "only one .kernel per program"));
                 }
-                other => return Err(self.err_at(
-                    &t,
-                    format!(
+                other => {
+                    return Err(self.err_at(
+                        &t,
+                        format!(
                         "unknown directive '{other}' (expected .param, .shared, .scratch or .reg)"
                     ),
-                )),
+                    ))
+                }
             }
             self.end_of_directive()?;
         }
