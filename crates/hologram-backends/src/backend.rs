@@ -8,6 +8,7 @@ use hologram_isa::semantics::Value;
 use hologram_isa::Kernel;
 
 use crate::error::Result;
+use crate::library::GemmDesc;
 
 /// The kinds of backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -226,6 +227,12 @@ pub trait Backend: Send + Sync {
     ) -> Result<()>;
     /// Waits for all submitted work.
     fn synchronize(&self) -> Result<()>;
+
+    /// `C = alpha · op(A) · op(B) + beta · C` (see [`GemmDesc`]). The default runs the generic
+    /// Atlas ISA kernel; backends override it with a library (a CPU GEMM crate, cuBLAS).
+    fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
+        crate::library::gemm::generic_gemm(self, desc, a, b, c)
+    }
 }
 
 impl From<Value> for KernelArg {

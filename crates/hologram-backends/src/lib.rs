@@ -30,6 +30,7 @@ mod backend;
 pub mod cpu;
 mod error;
 pub mod launch;
+pub mod library;
 
 pub use backend::{
     Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
@@ -37,3 +38,4 @@ pub use backend::{
 };
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};
+pub use library::{GemmDesc, GemmPrecision};

@@ -1,0 +1,7 @@
+//! Library entry points every backend offers. Each has a generic implementation written in the
+//! Atlas ISA (so every backend runs it); backends override them with faster library code
+//! (a CPU GEMM crate, cuBLAS).
+
+pub mod gemm;
+
+pub use gemm::{GemmDesc, GemmPrecision};
