@@ -26,10 +26,14 @@ struct Cli {
 enum Command {
     /// List backends and devices, and why each unavailable backend is unavailable.
     Info,
-    /// Validate a .hasm file and print it in canonical layout.
+    /// Validate .hasm files and print them (with --canonical: their canonical form and digest).
     Asm {
-        /// The program.
-        file: PathBuf,
+        /// The programs.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print the canonical form and its digest, and the instruction reduction.
+        #[arg(long)]
+        canonical: bool,
     },
     /// Run a .hasm kernel with arguments from the command line and .npy files.
     Run(commands::run::RunArgs),
@@ -63,7 +67,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<(), CliError> = match cli.command {
         Command::Info => commands::info::run(),
-        Command::Asm { file } => commands::asm::run(&file),
+        Command::Asm { files, canonical } => commands::asm::run(&files, canonical),
         Command::Run(args) => commands::run::run(&args),
         Command::Demo { backend, n } => commands::demo::run(&backend, n),
         Command::Conformance { dir, backend } => commands::conformance::run(dir, &backend),

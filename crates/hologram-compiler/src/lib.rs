@@ -1,20 +1,26 @@
 //! # hologram-compiler
 //!
-//! Keys for kernel caches. A kernel's digest is the Blake3 hash of its printed `.hasm` form, so
-//! two kernels with the same text compile once per backend and device.
+//! Canonical form compilation: [`canonicalize`] brings a kernel to a form that does not depend
+//! on register names, label names or the operand order of commutative operations, and removes
+//! redundant work; [`digest`] is the Blake3 hash of that form, which keys every backend's kernel
+//! cache, so two programs that compute the same thing the same way compile once.
 //!
 //! ```
-//! let a = hologram_isa::assemble(".kernel k\n.param .buf.u32 y .rw\n    st.u32 y[%gid], 1;\n")?;
-//! let b = hologram_isa::assemble(".kernel k\n.param .buf.u32 y .rw\n// a comment\n    st.u32 y[%gid],   1;\n")?;
+//! let a = hologram_isa::assemble(".kernel k\n.param .buf.u32 y .rw\n    add.u32 %sum, %gid, 1;\n    st.u32 y[%gid], %sum;\n")?;
+//! let b = hologram_isa::assemble(".kernel k\n.param .buf.u32 y .rw\n    add.u32 %x, 1, %gid;\n    st.u32 y[%gid], %x;\n")?;
 //! assert_eq!(hologram_compiler::digest(&a), hologram_compiler::digest(&b));
 //! # Ok::<(), hologram_isa::AsmError>(())
 //! ```
 
 #![warn(missing_docs)]
 
+mod canon;
+
 use std::fmt;
 
 use hologram_isa::Kernel;
+
+pub use canon::{canonicalize, Reduction};
 
 /// A 256-bit program digest.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,17 +41,27 @@ impl fmt::Debug for Digest {
     }
 }
 
-/// The digest of a kernel: Blake3 over its printed text.
-pub fn digest(kernel: &Kernel) -> Digest {
+/// The Blake3 digest of a kernel's text exactly as it is (no canonicalization).
+pub fn text_digest(kernel: &Kernel) -> Digest {
     let text = hologram_isa::print(&kernel.to_program());
     Digest(*blake3::hash(text.as_bytes()).as_bytes())
 }
 
-/// A cache key: the kernel digest plus what the compiled form depends on (backend, device
+/// The digest of a kernel's canonical form.
+pub fn digest(kernel: &Kernel) -> Digest {
+    text_digest(&canonicalize(kernel).0)
+}
+
+/// A cache key: the canonical digest plus what the compiled form depends on (backend, device
 /// architecture, options).
 pub fn cache_key(kernel: &Kernel, target: &str) -> Digest {
+    key_of(&digest(kernel), target)
+}
+
+/// A cache key from a digest already computed.
+pub fn key_of(digest: &Digest, target: &str) -> Digest {
     let mut h = blake3::Hasher::new();
-    h.update(&digest(kernel).0);
+    h.update(&digest.0);
     h.update(b"\0");
     h.update(target.as_bytes());
     Digest(*h.finalize().as_bytes())

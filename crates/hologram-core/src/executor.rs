@@ -128,9 +128,11 @@ impl Executor {
         Ok(b)
     }
 
-    /// Compiles a kernel, or returns the cached compiled form of an identical kernel.
+    /// Compiles a kernel in canonical form, or returns the cached compiled form of a kernel with
+    /// the same canonical form.
     pub fn compile(&self, kernel: &Kernel) -> Result<CompiledKernel> {
-        let key = hologram_compiler::digest(kernel);
+        let (canonical, _) = hologram_compiler::canonicalize(kernel);
+        let key = hologram_compiler::text_digest(&canonical);
         {
             let mut guard = self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner());
             let (cache, stats) = &mut *guard;
@@ -139,7 +141,7 @@ impl Executor {
                 return Ok(k.clone());
             }
         }
-        let compiled = self.inner.backend.compile(&Arc::new(kernel.clone()))?;
+        let compiled = self.inner.backend.compile(&Arc::new(canonical))?;
         let mut guard = self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner());
         let (cache, stats) = &mut *guard;
         stats.compiles += 1;

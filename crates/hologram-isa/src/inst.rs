@@ -77,9 +77,9 @@ named_enum! {
         Div = "div",
         /// Remainder with the sign of the dividend; `x rem 0 == 0`. On floats, `fmod`.
         Rem = "rem",
-        /// Minimum; for floats a NaN operand yields the other operand.
+        /// Minimum; for floats a NaN operand yields the other operand and -0 < +0.
         Min = "min",
-        /// Maximum; for floats a NaN operand yields the other operand.
+        /// Maximum; for floats a NaN operand yields the other operand and -0 < +0.
         Max = "max",
         And = "and",
         Or = "or",

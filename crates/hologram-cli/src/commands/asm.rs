@@ -1,19 +1,49 @@
-//! `hologram asm FILE`
+//! `hologram asm FILE... [--canonical]`
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use crate::error::CliError;
 
-pub fn run(file: &Path) -> Result<(), CliError> {
-    let kernel = super::assemble_file(file)?;
-    print!("{}", hologram_isa::print(&kernel.to_program()));
-    eprintln!(
-        "// {}: valid; {} instructions, {} registers, {} parameters, digest {}",
-        kernel.name,
-        kernel.insts.len(),
-        kernel.regs.len(),
-        kernel.params.len(),
-        hologram_compiler::digest(&kernel)
-    );
+pub fn run(files: &[PathBuf], canonical: bool) -> Result<(), CliError> {
+    let (mut before, mut after) = (0usize, 0usize);
+    for file in files {
+        let kernel = super::assemble_file(file)?;
+        if canonical {
+            let (canon, red) = hologram_compiler::canonicalize(&kernel);
+            if files.len() > 1 {
+                println!("// {}", file.display());
+            }
+            print!("{}", hologram_isa::print(&canon.to_program()));
+            println!(
+                "// digest {}  ({} -> {} instructions)",
+                hologram_compiler::text_digest(&canon),
+                red.before,
+                red.after
+            );
+            before += red.before;
+            after += red.after;
+        } else {
+            print!("{}", hologram_isa::print(&kernel.to_program()));
+            eprintln!(
+                "// {}: valid; {} instructions, {} registers, {} parameters, digest {}",
+                kernel.name,
+                kernel.insts.len(),
+                kernel.regs.len(),
+                kernel.params.len(),
+                hologram_compiler::digest(&kernel)
+            );
+        }
+    }
+    if canonical && files.len() > 1 {
+        let pct = if before > 0 {
+            100.0 * (before - after) as f64 / before as f64
+        } else {
+            0.0
+        };
+        println!(
+            "// total: {before} -> {after} instructions over {} programs ({pct:.1}% fewer)",
+            files.len()
+        );
+    }
     Ok(())
 }

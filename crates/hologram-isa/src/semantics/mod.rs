@@ -4,6 +4,7 @@
 //! the GPU code generators emit code with the same results, checked by the conformance suite.
 
 mod convert;
+pub mod eval;
 mod scalar;
 mod value;
 

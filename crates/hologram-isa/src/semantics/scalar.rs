@@ -169,11 +169,32 @@ macro_rules! float_impl {
             }
             #[inline(always)]
             fn min(a: Self, b: Self) -> Self {
-                <$t>::min(a, b)
+                // A NaN operand yields the other; -0 is below +0 (IEEE 754-2019 minimumNumber).
+                if a.is_nan() {
+                    b
+                } else if b.is_nan() {
+                    a
+                } else if a < b {
+                    a
+                } else if b < a {
+                    b
+                } else {
+                    <$t>::from_bits(a.to_bits() | b.to_bits())
+                }
             }
             #[inline(always)]
             fn max(a: Self, b: Self) -> Self {
-                <$t>::max(a, b)
+                if a.is_nan() {
+                    b
+                } else if b.is_nan() {
+                    a
+                } else if a > b {
+                    a
+                } else if b > a {
+                    b
+                } else {
+                    <$t>::from_bits(a.to_bits() & b.to_bits())
+                }
             }
             #[inline(always)]
             fn abs(a: Self) -> Self {
@@ -294,11 +315,11 @@ macro_rules! half_impl {
             }
             #[inline(always)]
             fn min(a: Self, b: Self) -> Self {
-                <$t>::from_f32(a.to_f32().min(b.to_f32()))
+                <$t>::from_f32(<f32 as Num>::min(a.to_f32(), b.to_f32()))
             }
             #[inline(always)]
             fn max(a: Self, b: Self) -> Self {
-                <$t>::from_f32(a.to_f32().max(b.to_f32()))
+                <$t>::from_f32(<f32 as Num>::max(a.to_f32(), b.to_f32()))
             }
             #[inline(always)]
             fn abs(a: Self) -> Self {
@@ -414,6 +435,9 @@ mod tests {
     #[test]
     fn float_edge_cases() {
         assert_eq!(<f32 as Num>::min(f32::NAN, 1.0), 1.0);
+        assert_eq!(<f32 as Num>::max(-0.0, 0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(<f32 as Num>::max(0.0, -0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(<f64 as Num>::min(0.0, -0.0).to_bits(), (-0.0f64).to_bits());
         assert_eq!(<f32 as Float>::round(2.5), 2.0);
         assert_eq!(<f32 as Float>::round(-3.5), -4.0);
         assert!(!<f32 as Num>::cmp_eq(f32::NAN, f32::NAN));
