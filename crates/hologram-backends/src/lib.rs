@@ -31,6 +31,7 @@ pub mod cpu;
 mod error;
 pub mod launch;
 pub mod library;
+pub mod wgpu;
 
 pub use backend::{
     Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,

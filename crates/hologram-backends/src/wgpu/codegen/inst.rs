@@ -1,0 +1,433 @@
+//! Straight-line instructions: moves, arithmetic, compares, selects, loads, stores, atomics.
+//! (Control flow is in `blocks.rs`, conversions in `convert.rs`.)
+
+use hologram_isa::semantics::Value;
+use hologram_isa::{
+    AtomOp, BinaryOp, CmpOp, Imm, Inst, Mem, Op, Operand, Special, TernaryOp, Type, UnaryOp,
+};
+
+use super::types::{self, is_narrow, normalize, reg_type};
+use super::{CodegenError, Gen, Site};
+
+impl Gen<'_> {
+    /// A WGSL expression for an operand used as type `ty`.
+    pub(crate) fn operand(&self, op: &Operand<u32>, ty: Type, opaque: bool) -> String {
+        match op {
+            Operand::Reg(r) => format!("r{r}"),
+            Operand::Param(p) => format!("p{p}"),
+            Operand::Special(s) => self.special(*s),
+            Operand::Imm(imm) => types::literal(Value::from_imm(*imm, ty), opaque),
+        }
+    }
+
+    fn special(&self, s: Special) -> String {
+        let [bx, by, bz] = self.opts.block;
+        let axis = |d: hologram_isa::Dim| ["x", "y", "z"][d.index()];
+        match s {
+            Special::Tid(d) => format!("hg_tid.{}", axis(d)),
+            Special::Ntid(d) => format!("{}u", [bx, by, bz][d.index()]),
+            Special::Ctaid(d) => format!("hg_ctaid.{}", axis(d)),
+            Special::Nctaid(d) => format!("hg_nctaid.{}", axis(d)),
+            Special::Gid(d) => format!(
+                "(hg_ctaid.{a} * {n}u + hg_tid.{a})",
+                a = axis(d),
+                n = [bx, by, bz][d.index()]
+            ),
+            Special::GidLinear => "hg_gid".into(),
+        }
+    }
+
+    /// Runs `body` inside the instruction's guard, if any.
+    pub(crate) fn guarded(&mut self, inst: &Inst<u32>, body: impl FnOnce(&mut Self)) {
+        match &inst.guard {
+            Some(g) => {
+                let not = if g.negate { "!" } else { "" };
+                self.line(&format!("if ({not}r{}) {{", g.pred));
+                self.indent += 1;
+                body(self);
+                self.indent -= 1;
+                self.line("}");
+            }
+            None => body(self),
+        }
+    }
+
+    /// Emits a straight-line instruction (guard included).
+    pub(crate) fn emit_inst(&mut self, inst: &Inst<u32>) -> Result<(), CodegenError> {
+        let opaque = {
+            let srcs = inst.op.sources();
+            !srcs.is_empty()
+                && srcs
+                    .iter()
+                    .all(|(o, _)| matches!(o, Operand::Imm(_)))
+        };
+        let mut result = Ok(());
+        self.guarded(inst, |g| result = g.emit_op(&inst.op, opaque));
+        result
+    }
+
+    fn emit_op(&mut self, op: &Op<u32>, opaque: bool) -> Result<(), CodegenError> {
+        let o = |g: &Self, x: &Operand<u32>, ty: Type| g.operand(x, ty, opaque);
+        match op {
+            Op::Mov { ty, dst, src } => {
+                let v = o(self, src, *ty);
+                self.line(&format!("r{dst} = {v};"));
+            }
+            Op::Cvt { to, from, dst, src } => {
+                let v = o(self, src, *from);
+                let e = self.convert(*to, *from, &v);
+                self.line(&format!("r{dst} = {e};"));
+            }
+            Op::Unary { op, ty, dst, src } => {
+                let a = o(self, src, *ty);
+                let e = unary(*op, *ty, &a);
+                self.line(&format!("r{dst} = {e};"));
+            }
+            Op::Binary { op, ty, dst, a, b } => {
+                let a = o(self, a, *ty);
+                let e = match (op, b) {
+                    // A literal shift amount is reduced here: naga cannot fold 64-bit casts.
+                    (BinaryOp::Shl | BinaryOp::Shr, Operand::Imm(imm)) if ty.is_int() => {
+                        let amount = Value::from_imm(*imm, *ty).to_bits() % ty.bits() as u64;
+                        shift(*op, *ty, &a, &format!("{amount}u"))
+                    }
+                    _ => binary(*op, *ty, &a, &o(self, b, *ty)),
+                };
+                self.line(&format!("r{dst} = {e};"));
+            }
+            Op::Ternary {
+                op,
+                ty,
+                dst,
+                a,
+                b,
+                c,
+            } => {
+                let (a, b, c) = (o(self, a, *ty), o(self, b, *ty), o(self, c, *ty));
+                let e = ternary(*op, *ty, &a, &b, &c);
+                self.line(&format!("r{dst} = {e};"));
+            }
+            Op::Setp { cmp, ty, dst, a, b } => {
+                let (a, b) = (o(self, a, *ty), o(self, b, *ty));
+                let e = compare(*cmp, *ty, &a, &b);
+                self.line(&format!("r{dst} = {e};"));
+            }
+            Op::Selp {
+                ty,
+                dst,
+                a,
+                b,
+                cond,
+            } => {
+                let (a, b, c) = (
+                    o(self, a, *ty),
+                    o(self, b, *ty),
+                    o(self, cond, Type::Pred),
+                );
+                self.line(&format!("r{dst} = select({b}, {a}, {c});"));
+            }
+            Op::Ld { dst, mem, .. } => {
+                let dst = *dst;
+                self.checked(mem, |g, i| {
+                    let e = g.arrays[mem.array as usize].load(i);
+                    g.line(&format!("r{dst} = {e};"));
+                });
+            }
+            Op::St { ty, mem, src } => {
+                let v = o(self, src, *ty);
+                self.checked(mem, |g, i| {
+                    for s in g.arrays[mem.array as usize].store(i, &v) {
+                        g.line(&s);
+                    }
+                });
+            }
+            Op::Atom {
+                op,
+                ty,
+                dst,
+                mem,
+                a,
+                b,
+            } => {
+                let a = o(self, a, *ty);
+                let b = b.as_ref().map(|b| o(self, b, *ty));
+                let (op, ty, dst) = (*op, *ty, *dst);
+                self.checked(mem, |g, i| g.atomic(op, ty, dst, mem.array, i, &a, b.as_deref()));
+            }
+            Op::Fence { .. } => {
+                // WGSL has no memory fence outside of control barriers; storage and workgroup
+                // accesses that race are made atomic by the caller's program.
+                self.line("// fence (no WGSL equivalent outside barriers)");
+            }
+            other => {
+                return Err(CodegenError::Unsupported(format!(
+                    "internal error: '{other:?}' reached the straight-line emitter"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits a bounds-checked access: `body` gets the in-bounds element index (u32).
+    fn checked(&mut self, mem: &Mem<u32>, body: impl FnOnce(&mut Self, &str)) {
+        let layout = &self.arrays[mem.array as usize];
+        let len = layout.len_expr();
+        let site = self.sites.len() as u32;
+        let index_ty = match &mem.index {
+            Operand::Imm(Imm::Int(v)) => {
+                if *v < 0 || *v > u32::MAX as i128 {
+                    // A literal index that can never be in bounds.
+                    self.sites.push(Site {
+                        array: mem.array,
+                        index_ty: None,
+                    });
+                    let bits = *v as i64 as u64;
+                    self.line(&format!(
+                        "hg_oob({site}u, {}u, {}u); return;",
+                        bits as u32,
+                        (bits >> 32) as u32
+                    ));
+                    return;
+                }
+                None
+            }
+            Operand::Imm(Imm::Float(_)) => Some(Type::U32),
+            Operand::Special(_) => Some(Type::U32),
+            op => self.k.operand_type(op),
+        };
+        let ity = index_ty.unwrap_or(Type::U32);
+        let idx = self.operand(&mem.index, ity, false);
+        self.sites.push(Site {
+            array: mem.array,
+            index_ty,
+        });
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("let hg_i = {idx};"));
+        let (elem, cond, lo, hi) = match reg_type(ity) {
+            "i32" => (
+                "bitcast<u32>(hg_i)".to_string(),
+                format!("hg_i >= 0i && bitcast<u32>(hg_i) < {len}"),
+                "bitcast<u32>(hg_i)".to_string(),
+                "0u".to_string(),
+            ),
+            "u64" => (
+                "u32(hg_i)".to_string(),
+                format!("hg_i < u64({len})"),
+                "u32(hg_i)".to_string(),
+                "u32(hg_i >> 32u)".to_string(),
+            ),
+            "i64" => (
+                "u32(hg_i)".to_string(),
+                format!("hg_i >= 0li && u64(hg_i) < u64({len})"),
+                "u32(hg_i)".to_string(),
+                "u32(hg_i >> 32u)".to_string(),
+            ),
+            _ => (
+                "hg_i".to_string(),
+                format!("hg_i < {len}"),
+                "hg_i".to_string(),
+                "0u".to_string(),
+            ),
+        };
+        if self.opts.bounds_checks {
+            self.line(&format!("if ({cond}) {{"));
+            self.indent += 1;
+            body(self, &elem);
+            self.indent -= 1;
+            self.line("} else {");
+            self.line(&format!("    hg_oob({site}u, {lo}, {hi}); return;"));
+            self.line("}");
+        } else {
+            body(self, &elem);
+        }
+        self.indent -= 1;
+        self.line("}");
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &mut self,
+        op: AtomOp,
+        ty: Type,
+        dst: u32,
+        array: u32,
+        i: &str,
+        a: &str,
+        b: Option<&str>,
+    ) {
+        let layout = self.arrays[array as usize].clone();
+        let p = layout.atomic_ptr(i);
+        let word = layout.word;
+        if ty.is_float() {
+            let bits = if ty == Type::F64 { "u64" } else { "u32" };
+            let ft = reg_type(ty);
+            match op {
+                AtomOp::Exch => self.line(&format!(
+                    "r{dst} = bitcast<{ft}>(atomicExchange({p}, bitcast<{bits}>({a})));"
+                )),
+                _ => {
+                    // add: compare-and-swap loop on the bits.
+                    self.line(&format!("var hg_old = atomicLoad({p});"));
+                    self.line("loop {");
+                    self.line(&format!(
+                        "    let hg_new = bitcast<{bits}>(bitcast<{ft}>(hg_old) + {a});"
+                    ));
+                    self.line(&format!(
+                        "    let hg_r = atomicCompareExchangeWeak({p}, hg_old, hg_new);"
+                    ));
+                    self.line("    if (hg_r.exchanged) { break; }");
+                    self.line("    hg_old = hg_r.old_value;");
+                    self.line("}");
+                    self.line(&format!("r{dst} = bitcast<{ft}>(hg_old);"));
+                }
+            }
+            return;
+        }
+        let va = layout.atomic_value(a);
+        let f = match op {
+            AtomOp::Add => "atomicAdd",
+            AtomOp::Min => "atomicMin",
+            AtomOp::Max => "atomicMax",
+            AtomOp::Exch => "atomicExchange",
+            AtomOp::Cas => {
+                // A strong compare-and-swap from the weak one: retry spurious failures.
+                let vb = layout.atomic_value(b.unwrap_or("0u"));
+                self.line(&format!("var hg_old: {word};"));
+                self.line("loop {");
+                self.line(&format!(
+                    "    let hg_r = atomicCompareExchangeWeak({p}, {va}, {vb});"
+                ));
+                self.line(&format!(
+                    "    if (hg_r.exchanged || hg_r.old_value != {va}) {{ hg_old = hg_r.old_value; break; }}"
+                ));
+                self.line("}");
+                let res = layout.atomic_result("hg_old");
+                self.line(&format!("r{dst} = {res};"));
+                return;
+            }
+        };
+        let res = layout.atomic_result(&format!("{f}({p}, {va})"));
+        self.line(&format!("r{dst} = {res};"));
+    }
+}
+
+/// One-operand operations.
+pub(crate) fn unary(op: UnaryOp, ty: Type, a: &str) -> String {
+    if ty == Type::Pred {
+        return format!("!{a}");
+    }
+    if ty.is_float() {
+        return super::math::float_unary(op, ty, a);
+    }
+    let e = match op {
+        UnaryOp::Abs if ty.is_signed_int() => format!("abs({a})"),
+        UnaryOp::Abs => a.to_string(),
+        UnaryOp::Neg if ty.is_signed_int() => format!("-({a})"),
+        UnaryOp::Neg => format!("({zero} - {a})", zero = zero(ty)),
+        _ => format!("~({a})"),
+    };
+    if is_narrow(ty) {
+        normalize(ty, &e)
+    } else {
+        e
+    }
+}
+
+/// The zero literal of an integer type, in its register type.
+pub(crate) fn zero(ty: Type) -> &'static str {
+    match reg_type(ty) {
+        "i32" => "0i",
+        "u64" => "0lu",
+        "i64" => "0li",
+        _ => "0u",
+    }
+}
+
+/// Two-operand operations.
+pub(crate) fn binary(op: BinaryOp, ty: Type, a: &str, b: &str) -> String {
+    if ty == Type::Pred {
+        return match op {
+            BinaryOp::And => format!("({a} && {b})"),
+            BinaryOp::Or => format!("({a} || {b})"),
+            _ => format!("({a} != {b})"),
+        };
+    }
+    if ty.is_float() {
+        return super::math::float_binary(op, ty, a, b);
+    }
+    let bits = ty.bits();
+    let amount = |b: &str| match reg_type(ty) {
+        "u32" => format!("({b} & {}u)", bits - 1),
+        "i32" => format!("(bitcast<u32>({b}) & {}u)", bits - 1),
+        _ => format!("(u32({b}) & 63u)"),
+    };
+    if matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
+        return shift(op, ty, a, &amount(b));
+    }
+    let e = match op {
+        BinaryOp::Add => format!("({a} + {b})"),
+        BinaryOp::Sub => format!("({a} - {b})"),
+        BinaryOp::Mul => format!("({a} * {b})"),
+        BinaryOp::Div => format!("({a} / {b})"),
+        BinaryOp::Rem => format!("({a} % {b})"),
+        BinaryOp::Min => format!("min({a}, {b})"),
+        BinaryOp::Max => format!("max({a}, {b})"),
+        BinaryOp::And => format!("({a} & {b})"),
+        BinaryOp::Or => format!("({a} | {b})"),
+        BinaryOp::Xor => format!("({a} ^ {b})"),
+        BinaryOp::Shl | BinaryOp::Shr => String::new(), // handled above
+        BinaryOp::Pow => format!("({a} * {b})"), // unreachable: pow is floats only
+    };
+    // Narrow results are re-normalized (mul/add/shl may leave the narrow range; div of
+    // MIN by -1 too). Bitwise ops on normalized values stay normalized.
+    if is_narrow(ty) && !matches!(op, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor) {
+        normalize(ty, &e)
+    } else {
+        e
+    }
+}
+
+/// A shift by an amount (u32 expression) already reduced modulo the bit width.
+fn shift(op: BinaryOp, ty: Type, a: &str, amount: &str) -> String {
+    let e = if op == BinaryOp::Shl {
+        format!("({a} << {amount})")
+    } else {
+        format!("({a} >> {amount})")
+    };
+    if is_narrow(ty) {
+        normalize(ty, &e)
+    } else {
+        e
+    }
+}
+
+/// Three-operand operations.
+pub(crate) fn ternary(op: TernaryOp, ty: Type, a: &str, b: &str, c: &str) -> String {
+    if ty.is_float() {
+        return super::math::float_ternary(op, ty, a, b, c);
+    }
+    let e = format!("({a} * {b} + {c})");
+    if is_narrow(ty) {
+        normalize(ty, &e)
+    } else {
+        e
+    }
+}
+
+/// `setp`: every float comparison with NaN is false except `ne`.
+pub(crate) fn compare(cmp: CmpOp, ty: Type, a: &str, b: &str) -> String {
+    let sym = match cmp {
+        CmpOp::Eq => "==",
+        CmpOp::Ne => "!=",
+        CmpOp::Lt => "<",
+        CmpOp::Le => "<=",
+        CmpOp::Gt => ">",
+        CmpOp::Ge => ">=",
+    };
+    if ty.is_float() && cmp == CmpOp::Ne {
+        // naga lowers float `!=` to an ordered compare (false for NaN); the ISA wants true.
+        return format!("!({a} == {b})");
+    }
+    format!("({a} {sym} {b})")
+}

@@ -1,0 +1,456 @@
+//! Float arithmetic and transcendentals for `f32` (and `f16`/`bf16`, computed in `f32` and
+//! rounded once).
+//!
+//! WGSL's built-in transcendentals have implementation-defined accuracy (Vulkan allows several
+//! ulp, and absolute rather than relative error for sin/cos), so the kernels use their own
+//! implementations, built from exactly rounded operations: `exp`/`log` after FreeBSD's
+//! `e_expf.c`/`e_logf.c`, `erf` after `s_erff.c`, sin/cos/tan/tanh after Cephes, and a
+//! bit-by-bit correctly rounded `sqrt`. Bounds measured on lavapipe are in the backend README.
+
+use hologram_isa::{BinaryOp, TernaryOp, Type, UnaryOp};
+
+use super::prelude::Helper;
+use super::types::normalize;
+
+/// One-operand float operations (for `f64`, only the exact ones reach here).
+pub(crate) fn float_unary(op: UnaryOp, ty: Type, a: &str) -> String {
+    if ty == Type::F64 {
+        return super::wide::f64_unary(op, a);
+    }
+    let e = match op {
+        UnaryOp::Abs => format!("bitcast<f32>(bitcast<u32>({a}) & 0x7fffffffu)"),
+        UnaryOp::Neg => format!("bitcast<f32>(bitcast<u32>({a}) ^ 0x80000000u)"),
+        UnaryOp::Exp => format!("hg_exp({a})"),
+        UnaryOp::Exp2 => format!("hg_exp2({a})"),
+        UnaryOp::Log => format!("hg_log({a})"),
+        UnaryOp::Log2 => format!("hg_log2({a})"),
+        UnaryOp::Log10 => format!("hg_log10({a})"),
+        UnaryOp::Sqrt => format!("hg_sqrt({a})"),
+        UnaryOp::Rsqrt => format!("(1.0 / hg_sqrt({a}))"),
+        UnaryOp::Sin => format!("hg_sin({a})"),
+        UnaryOp::Cos => format!("hg_cos({a})"),
+        UnaryOp::Tan => format!("hg_tan({a})"),
+        UnaryOp::Tanh => format!("hg_tanh({a})"),
+        UnaryOp::Sigmoid => format!("(1.0 / (1.0 + hg_exp(-({a}))))"),
+        UnaryOp::Erf => format!("hg_erf({a})"),
+        UnaryOp::Floor => format!("floor({a})"),
+        UnaryOp::Ceil => format!("ceil({a})"),
+        UnaryOp::Round => format!("round({a})"),
+        UnaryOp::Trunc => format!("trunc({a})"),
+        UnaryOp::Not => a.to_string(),
+    };
+    // abs and neg keep the value representable; everything else rounds back once.
+    if matches!(op, UnaryOp::Abs | UnaryOp::Neg) {
+        e
+    } else {
+        normalize(ty, &e)
+    }
+}
+
+/// Two-operand float operations.
+pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str) -> String {
+    if ty == Type::F64 {
+        return super::wide::f64_binary(op, a, b);
+    }
+    let e = match op {
+        BinaryOp::Add => format!("({a} + {b})"),
+        BinaryOp::Sub => format!("({a} - {b})"),
+        BinaryOp::Mul => format!("({a} * {b})"),
+        BinaryOp::Div => format!("({a} / {b})"),
+        BinaryOp::Rem => format!("hg_fmod({a}, {b})"),
+        BinaryOp::Min => format!("hg_fmin({a}, {b})"),
+        BinaryOp::Max => format!("hg_fmax({a}, {b})"),
+        BinaryOp::Pow => format!("hg_pow({a}, {b})"),
+        _ => format!("({a} + {b})"), // bitwise ops are integer-only
+    };
+    normalize(ty, &e)
+}
+
+/// `mad` (two roundings) and `fma` (one).
+pub(crate) fn float_ternary(op: TernaryOp, ty: Type, a: &str, b: &str, c: &str) -> String {
+    let e = match op {
+        // The product goes through `hg_mul_rounded` so the driver cannot contract it into an
+        // fma with the add.
+        TernaryOp::Mad if ty == Type::F64 => format!("(hg_mul_rounded64({a}, {b}) + {c})"),
+        TernaryOp::Mad => format!("(hg_mul_rounded({a}, {b}) + {c})"),
+        TernaryOp::Fma => format!("fma({a}, {b}, {c})"),
+    };
+    normalize(ty, &e)
+}
+
+/// Transcendental helpers (f32).
+pub const HELPERS: &[Helper] = &[
+    Helper {
+        name: "hg_mul_rounded",
+        deps: &[],
+        text: r#"// a * b rounded on its own: the product passes through an integer bitcast and an opaque
+// xor, which keeps drivers from fusing it with a following add.
+fn hg_mul_rounded(a: f32, b: f32) -> f32 { return bitcast<f32>(bitcast<u32>(a * b) ^ hg_zero); }
+"#,
+    },
+    Helper {
+        name: "hg_sqrt",
+        deps: &["hg_nan"],
+        text: r#"// Correctly rounded square root, bit by bit (after fdlibm's e_sqrtf.c).
+fn hg_sqrt(x: f32) -> f32 {
+    var ix = bitcast<i32>(x);
+    if ((ix & 0x7f800000) == 0x7f800000) {
+        if (ix == 0x7f800000) { return x; }
+        if ((ix & 0x7fffff) != 0) { return x; }
+        return hg_nan();
+    }
+    if (ix <= 0) {
+        if ((ix & 0x7fffffff) == 0) { return x; }
+        return hg_nan();
+    }
+    var m = ix >> 23u;
+    if (m == 0) {
+        var i = 0;
+        loop { if ((ix & 0x00800000) != 0) { break; } ix = ix << 1u; i = i + 1; }
+        m = m - (i - 1);
+    }
+    m = m - 127;
+    ix = (ix & 0x007fffff) | 0x00800000;
+    if ((m & 1) != 0) { ix = ix + ix; }
+    m = m >> 1u;
+    ix = ix + ix;
+    var q = 0;
+    var s = 0;
+    var r = 0x01000000;
+    loop {
+        if (r == 0) { break; }
+        let t = s + r;
+        if (t <= ix) {
+            s = t + r;
+            ix = ix - t;
+            q = q + r;
+        }
+        ix = ix + ix;
+        r = r >> 1u;
+    }
+    if (ix != 0) { q = q + (q & 1); }
+    ix = (q >> 1u) + 0x3f000000;
+    ix = ix + (m << 23u);
+    return bitcast<f32>(ix);
+}
+"#,
+    },
+    Helper {
+        name: "hg_scalbn",
+        deps: &[],
+        text: r#"// x * 2^n, exact unless the result is subnormal (then rounded once).
+fn hg_scalbn(x: f32, n0: i32) -> f32 {
+    var y = x;
+    var n = n0;
+    if (n > 127) {
+        y = y * 1.7014118e38;
+        n = n - 127;
+        if (n > 127) { y = y * 1.7014118e38; n = min(n - 127, 127); }
+    } else if (n < -126) {
+        y = y * (1.1754944e-38 * 16777216.0);
+        n = n + 126 - 24;
+        if (n < -126) { y = y * (1.1754944e-38 * 16777216.0); n = max(n + 126 - 24, -126); }
+    }
+    return y * bitcast<f32>(u32(0x7f + n) << 23u);
+}
+"#,
+    },
+    Helper {
+        name: "hg_exp",
+        deps: &["hg_scalbn", "hg_isnan"],
+        text: r#"// e^x (after FreeBSD's e_expf.c).
+fn hg_exp(x0: f32) -> f32 {
+    var x = x0;
+    let hx0 = bitcast<u32>(x);
+    let sign = i32(hx0 >> 31u);
+    let hx = hx0 & 0x7fffffffu;
+    if (hx >= 0x42aeac50u) {
+        if (hx > 0x7f800000u) { return x; }
+        if (hx >= 0x42b17218u && sign == 0) { return bitcast<f32>(0x7f800000u ^ hg_zero); }
+        if (sign != 0 && hx >= 0x42cff1b5u) { return 0.0; }
+    }
+    var k = 0;
+    var hi = 0.0;
+    var lo = 0.0;
+    if (hx > 0x3eb17218u) {
+        if (hx > 0x3f851592u) {
+            k = i32(1.4426950216 * x + select(0.5, -0.5, sign != 0));
+        } else {
+            k = 1 - sign - sign;
+        }
+        let kf = f32(k);
+        hi = x - kf * 6.9314575195e-01;
+        lo = kf * 1.4286067653e-06;
+        x = hi - lo;
+    } else if (hx > 0x39000000u) {
+        hi = x;
+    } else {
+        return 1.0 + x;
+    }
+    let xx = x * x;
+    let c = x - xx * (1.6666625440e-1 + xx * -2.7667332906e-3);
+    let y = 1.0 + (x * c / (2.0 - c) - lo + hi);
+    if (k == 0) { return y; }
+    return hg_scalbn(y, k);
+}
+"#,
+    },
+    Helper {
+        name: "hg_exp2",
+        deps: &["hg_exp", "hg_scalbn", "hg_isnan"],
+        text: r#"// 2^x = 2^k * e^(f ln 2) with k = round(x) and f = x - k exact.
+fn hg_exp2(x: f32) -> f32 {
+    if (hg_isnan(x)) { return x; }
+    if (x >= 128.0) { return bitcast<f32>(0x7f800000u ^ hg_zero); }
+    if (x < -151.0) { return 0.0; }
+    let k = round(x);
+    let f = x - k;
+    // f * ln2 in two parts keeps the product's rounding error out of the result.
+    let t = f * 6.9314575195e-01 + f * 1.4286067653e-06;
+    return hg_scalbn(hg_exp(t), i32(k));
+}
+"#,
+    },
+    Helper {
+        name: "hg_log",
+        deps: &["hg_nan"],
+        text: r#"// Natural logarithm (after FreeBSD's e_logf.c).
+fn hg_log(x0: f32) -> f32 {
+    var x = x0;
+    var ix = bitcast<u32>(x);
+    var k = 0;
+    if (ix < 0x00800000u || (ix >> 31u) != 0u) {
+        if ((ix << 1u) == 0u) { return bitcast<f32>(0xff800000u ^ hg_zero); }
+        if ((ix >> 31u) != 0u) {
+            if ((ix & 0x7fffffffu) > 0x7f800000u) { return x; }
+            return hg_nan();
+        }
+        k = k - 25;
+        x = x * 33554432.0;
+        ix = bitcast<u32>(x);
+    } else if (ix >= 0x7f800000u) {
+        return x;
+    } else if (ix == 0x3f800000u) {
+        return 0.0;
+    }
+    ix = ix + (0x3f800000u - 0x3f3504f3u);
+    k = k + i32(ix >> 23u) - 0x7f;
+    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
+    x = bitcast<f32>(ix);
+    let f = x - 1.0;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let w = z * z;
+    let t1 = w * (0.40000972152 + w * 0.24279078841);
+    let t2 = z * (0.66666662693 + w * 0.28498786688);
+    let r = t2 + t1;
+    let hfsq = 0.5 * f * f;
+    let dk = f32(k);
+    return s * (hfsq + r) + dk * 9.0580006145e-06 - hfsq + f + dk * 6.9313812256e-01;
+}
+"#,
+    },
+    Helper {
+        name: "hg_log2",
+        deps: &["hg_log"],
+        text: "fn hg_log2(x: f32) -> f32 { let l = hg_log(x); return l * 1.4426950216 + l * 1.925963033e-8; }\n",
+    },
+    Helper {
+        name: "hg_log10",
+        deps: &["hg_log"],
+        text: "fn hg_log10(x: f32) -> f32 { let l = hg_log(x); return l * 0.43429449201 + l * 2.3829e-9; }\n",
+    },
+    Helper {
+        name: "hg_reduce",
+        deps: &[],
+        text: r#"// Cody-Waite reduction by pi/4 (Cephes): returns (reduced x, octant j) with |x| <= pi/4.
+fn hg_reduce(x: f32) -> vec2<f32> {
+    let ax = abs(x);
+    var j = u32(ax * 1.27323954473516);
+    var y = f32(j);
+    if ((j & 1u) != 0u) { j = j + 1u; y = y + 1.0; }
+    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
+    return vec2<f32>(r, f32(j & 7u));
+}
+"#,
+    },
+    Helper {
+        name: "hg_sincos_poly",
+        deps: &[],
+        text: r#"fn hg_sin_poly(x: f32) -> f32 {
+    let z = x * x;
+    return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * x + x;
+}
+fn hg_cos_poly(x: f32) -> f32 {
+    let z = x * x;
+    return ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
+}
+"#,
+    },
+    Helper {
+        name: "hg_sin",
+        deps: &["hg_reduce", "hg_sincos_poly", "hg_nan"],
+        text: r#"fn hg_sin(x: f32) -> f32 {
+    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return hg_nan(); }
+    let rj = hg_reduce(x);
+    var j = u32(rj.y);
+    var neg = x < 0.0;
+    if (j > 3u) { neg = !neg; j = j - 4u; }
+    var y = select(hg_sin_poly(rj.x), hg_cos_poly(rj.x), j == 1u || j == 2u);
+    if (x == 0.0) { return x; }
+    return select(y, -y, neg);
+}
+"#,
+    },
+    Helper {
+        name: "hg_cos",
+        deps: &["hg_reduce", "hg_sincos_poly", "hg_nan"],
+        text: r#"fn hg_cos(x: f32) -> f32 {
+    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return hg_nan(); }
+    let rj = hg_reduce(x);
+    var j = u32(rj.y);
+    var neg = false;
+    if (j > 3u) { j = j - 4u; neg = true; }
+    if (j > 1u) { neg = !neg; }
+    let y = select(hg_cos_poly(rj.x), hg_sin_poly(rj.x), j == 1u || j == 2u);
+    return select(y, -y, neg);
+}
+"#,
+    },
+    Helper {
+        name: "hg_tan",
+        deps: &["hg_reduce", "hg_nan"],
+        text: r#"fn hg_tan(x: f32) -> f32 {
+    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return hg_nan(); }
+    if (x == 0.0) { return x; }
+    let rj = hg_reduce(x);
+    let r = rj.x;
+    let z = r * r;
+    var y = r;
+    if (z > 1.0e-8) {
+        y = (((((9.38540185543e-3 * z + 3.11992232697e-3) * z + 2.44301354525e-2) * z
+            + 5.34112807005e-2) * z + 1.33387994085e-1) * z + 3.33331568548e-1) * z * r + r;
+    }
+    if ((u32(rj.y) & 2u) != 0u) { y = -1.0 / y; }
+    return select(y, -y, x < 0.0);
+}
+"#,
+    },
+    Helper {
+        name: "hg_tanh",
+        deps: &["hg_exp", "hg_isnan"],
+        text: r#"fn hg_tanh(x: f32) -> f32 {
+    if (hg_isnan(x)) { return x; }
+    let z = abs(x);
+    if (z > 9.01) { return select(1.0, -1.0, x < 0.0); }
+    if (z >= 0.625) {
+        let e = hg_exp(z + z);
+        let y = 1.0 - 2.0 / (e + 1.0);
+        return select(y, -y, x < 0.0);
+    }
+    if (x == 0.0) { return x; }
+    let s = x * x;
+    return ((((-5.70498872745e-3 * s + 2.06390887954e-2) * s - 5.37397155531e-2) * s
+        + 1.33314422036e-1) * s - 3.33332819422e-1) * s * x + x;
+}
+"#,
+    },
+    Helper {
+        name: "hg_pow",
+        deps: &["hg_exp2", "hg_log", "hg_isnan", "hg_nan"],
+        text: r#"// x^y with the C99 special cases; the general case is exp2(y * log2|x|) with log2|x| in two
+// parts to limit error amplification.
+fn hg_pow(x: f32, y: f32) -> f32 {
+    let ay = abs(y);
+    if (y == 0.0) { return 1.0; }
+    if (x == 1.0) { return 1.0; }
+    if (hg_isnan(x) || hg_isnan(y)) { return x + y; }
+    let yint = trunc(y) == y;
+    let yodd = yint && ay < 16777216.0 && fract(ay * 0.5) != 0.0;
+    let ax = abs(x);
+    let inf = bitcast<f32>(0x7f800000u ^ hg_zero);
+    if (ay == inf) {
+        if (ax == 1.0) { return 1.0; }
+        if ((ax > 1.0) == (y > 0.0)) { return inf; }
+        return 0.0;
+    }
+    if (x == 0.0) {
+        if (y < 0.0) { return select(inf, select(inf, -inf, bitcast<u32>(x) != 0u), yodd); }
+        return select(0.0, x, yodd);
+    }
+    if (ax == inf) {
+        let r = select(0.0, inf, y > 0.0);
+        if (x < 0.0 && yodd) { return -r; }
+        return r;
+    }
+    if (x < 0.0 && !yint) { return hg_nan(); }
+    // log2|x| = l * log2(e), with l = ln|x| split into a 12-bit head and a tail.
+    let l = hg_log(ax);
+    let lh = bitcast<f32>(bitcast<u32>(l) & 0xfffff000u);
+    let lt = l - lh;
+    let yh = bitcast<f32>(bitcast<u32>(y) & 0xfffff000u);
+    let yt = y - yh;
+    // y * l as hi + lo (hi exact: 12-bit x 12-bit products).
+    let hi = yh * lh;
+    let lo = yt * lh + y * lt;
+    let t = hi + lo;
+    let k = round(t * 1.4426950216);
+    // e^(t) = 2^k * e^(t - k ln2), with k ln2 in two parts.
+    let r = (hi - k * 6.9314575195e-01) + lo - k * 1.4286067653e-06;
+    var res = hg_exp2(k) * hg_exp_small(r);
+    if (x < 0.0 && yodd) { res = -res; }
+    return res;
+}
+fn hg_exp_small(x: f32) -> f32 {
+    let xx = x * x;
+    let c = x - xx * (1.6666625440e-1 + xx * -2.7667332906e-3);
+    return 1.0 + (x * c / (2.0 - c) + x);
+}
+"#,
+    },
+    Helper {
+        name: "hg_erf",
+        deps: &["hg_exp", "hg_isnan"],
+        text: r#"// Error function (after FreeBSD's s_erff.c).
+fn hg_erfc2(ix: u32, x0: f32) -> f32 {
+    if (ix < 0x3fa00000u) {
+        let s = abs(x0) - 1.0;
+        let p = -2.3621185683e-03 + s * (4.1485610604e-01 + s * (-3.7220788002e-01 + s * (3.1834661961e-01 + s * (-1.1089469492e-01 + s * (3.5478305072e-02 + s * -2.1663755178e-03)))));
+        let q = 1.0 + s * (1.0642088205e-01 + s * (5.4039794207e-01 + s * (7.1828655899e-02 + s * (1.2617121637e-01 + s * (1.3637083583e-02 + s * 1.1984500103e-02)))));
+        return 1.0 - 8.4506291151e-01 - p / q;
+    }
+    let x = abs(x0);
+    let s = 1.0 / (x * x);
+    var r: f32;
+    var bs: f32;
+    if (ix < 0x4036db6du) {
+        r = -9.8649440333e-03 + s * (-6.9385856390e-01 + s * (-1.0558626175e+01 + s * (-6.2375331879e+01 + s * (-1.6239666748e+02 + s * (-1.8460508728e+02 + s * (-8.1287437439e+01 + s * -9.8143291473e+00))))));
+        bs = 1.0 + s * (1.9651271820e+01 + s * (1.3765776062e+02 + s * (4.3456588745e+02 + s * (6.4538726807e+02 + s * (4.2900814819e+02 + s * (1.0863500214e+02 + s * (6.5702495575e+00 + s * -6.0424413532e-02)))))));
+    } else {
+        r = -9.8649431020e-03 + s * (-7.9928326607e-01 + s * (-1.7757955551e+01 + s * (-1.6063638306e+02 + s * (-6.3756646729e+02 + s * (-1.0250950928e+03 + s * -4.8351919556e+02)))));
+        bs = 1.0 + s * (3.0338060379e+01 + s * (3.2579251099e+02 + s * (1.5367296143e+03 + s * (3.1998581543e+03 + s * (2.5530502930e+03 + s * (4.7452853394e+02 + s * -2.2440952301e+01))))));
+    }
+    let z = bitcast<f32>(bitcast<u32>(x) & 0xffffe000u);
+    return hg_exp(-z * z - 0.5625) * hg_exp((z - x) * (z + x) + r / bs) / x;
+}
+fn hg_erf(x: f32) -> f32 {
+    let ix = bitcast<u32>(x) & 0x7fffffffu;
+    let neg = (bitcast<u32>(x) >> 31u) != 0u;
+    if (ix >= 0x7f800000u) {
+        if (hg_isnan(x)) { return x; }
+        return select(1.0, -1.0, neg);
+    }
+    if (ix < 0x3f580000u) {
+        if (ix < 0x31800000u) { return 0.125 * (8.0 * x + 1.0270333290e+00 * x); }
+        let z = x * x;
+        let r = 1.2837916613e-01 + z * (-3.2504209876e-01 + z * (-2.8481749818e-02 + z * (-5.7702702470e-03 + z * -2.3763017452e-05)));
+        let s = 1.0 + z * (3.9791721106e-01 + z * (6.5022252500e-02 + z * (5.0813062117e-03 + z * (1.3249473704e-04 + z * -3.9602282413e-06))));
+        return x + x * (r / s);
+    }
+    var y = 1.0;
+    if (ix < 0x40c00000u) { y = 1.0 - hg_erfc2(ix, x); }
+    return select(y, -y, neg);
+}
+"#,
+    },
+];

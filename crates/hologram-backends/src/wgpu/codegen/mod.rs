@@ -1,0 +1,440 @@
+//! Atlas ISA -> WGSL.
+//!
+//! Pure Rust and independent of wgpu, so it is built and unit-tested (with naga validating the
+//! output) whether or not the `wgpu` feature is on.
+//!
+//! Shape of a generated module:
+//! - binding 0: `hg_err`, the device-side error word (first out-of-bounds access or barrier
+//!   divergence, read back after the launch); binding 1: `hg_args`, launch words (grid, buffer
+//!   offsets and lengths, scalar arguments); bindings 2..: one storage buffer per buffer
+//!   parameter (see [`arrays`]);
+//! - registers, scalar parameters, `.scratch` arrays and the lane's control state are
+//!   `var<private>` (zero-initialized, so `KernelFacts::zero_init` holds for free);
+//! - `hg_run()` runs the lane: a `loop { switch hg_pc { ... } }` state machine over basic blocks
+//!   (see [`blocks`]); it returns when the lane exits, faults, or reaches a `barrier`;
+//! - `main` sets up special registers and scalars, then calls `hg_run()` once or, for kernels
+//!   with barriers, in phases separated by `workgroupBarrier()` at the top level of `main`
+//!   (uniform control flow: every lane of the workgroup runs every phase).
+
+pub mod arrays;
+mod blocks;
+mod convert;
+mod inst;
+pub mod math;
+pub mod prelude;
+pub mod types;
+pub mod wide;
+
+use std::fmt::Write;
+
+use hologram_isa::{Kernel, Op, ParamKind, Type, UnaryOp};
+
+use self::arrays::{ArrayLayout, Space};
+
+/// Words of `hg_args` before the per-parameter slots.
+pub const ARGS_HEADER_WORDS: usize = 8;
+/// Words of the error buffer `hg_err`.
+pub const ERR_WORDS: usize = 8;
+/// Binding of the error buffer.
+pub const ERR_BINDING: u32 = 0;
+/// Binding of the launch-argument buffer.
+pub const ARGS_BINDING: u32 = 1;
+/// Error kind written to `hg_err[1]` for an out-of-bounds access.
+pub const ERR_OUT_OF_BOUNDS: u32 = 1;
+/// Error kind written to `hg_err[1]` when lanes of a block wait at different barriers.
+pub const ERR_BARRIER_DIVERGENCE: u32 = 2;
+
+/// What the generated code may use, and how it is specialized.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CodegenOptions {
+    /// Workgroup size (the kernel's block size; part of the pipeline's identity).
+    pub block: [u32; 3],
+    /// Emit bounds checks (the launch's `bounds_checks`).
+    pub bounds_checks: bool,
+    /// The adapter has `SHADER_INT64` (i64/u64 registers and buffers).
+    pub int64: bool,
+    /// The adapter has `SHADER_F64`.
+    pub float64: bool,
+    /// The adapter has `SHADER_INT64_ATOMIC_ALL_OPS`.
+    pub int64_atomics: bool,
+    /// Most storage buffers one shader may bind.
+    pub max_storage_buffers: u32,
+}
+
+impl CodegenOptions {
+    /// Options for an adapter with only core WGSL features.
+    pub fn core(block: [u32; 3]) -> Self {
+        CodegenOptions {
+            block,
+            bounds_checks: true,
+            int64: false,
+            float64: false,
+            int64_atomics: false,
+            max_storage_buffers: 8,
+        }
+    }
+
+    /// A stable text form, for pipeline cache keys.
+    pub fn key(&self) -> String {
+        format!(
+            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={}",
+            self.block, self.bounds_checks, self.int64, self.float64, self.int64_atomics
+        )
+    }
+}
+
+/// Why a kernel cannot be generated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodegenError {
+    /// The kernel needs a feature the adapter lacks (the text names it).
+    Unsupported(String),
+}
+
+/// A bounds-checked access: which array, and the type of its index (to report the index as the
+/// kernel wrote it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Site {
+    /// Array index of the kernel ([`Kernel::array`]).
+    pub array: u32,
+    /// Index type; `None` for a literal index.
+    pub index_ty: Option<Type>,
+}
+
+/// A generated WGSL module and what the launcher needs to bind it.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    /// The WGSL source.
+    pub wgsl: String,
+    /// `(parameter index, binding)` of every buffer parameter.
+    pub buffer_bindings: Vec<(u32, u32)>,
+    /// Access sites, indexed by the site id the shader reports.
+    pub sites: Vec<Site>,
+    /// Words of the argument buffer.
+    pub args_words: usize,
+}
+
+/// The argument-buffer word holding parameter `p`'s first slot.
+pub fn param_word(p: u32) -> usize {
+    ARGS_HEADER_WORDS + 2 * p as usize
+}
+
+/// Generates WGSL for a validated kernel.
+pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, CodegenError> {
+    check_support(kernel, opts)?;
+    let arrays = arrays::layouts(kernel);
+    let mut g = Gen {
+        k: kernel,
+        opts,
+        arrays,
+        sites: Vec::new(),
+        out: String::new(),
+        indent: 2,
+        barrier_mode: kernel.facts.uses_barrier,
+    };
+    let run = g.run_function()?;
+    let main = g.main_function();
+    let mut body = String::new();
+    body.push_str(&run);
+    body.push_str(&main);
+    let decls = g.declarations();
+    let helpers = prelude::resolve(
+        &format!("{decls}{body}"),
+        &[prelude::HELPERS, math::HELPERS, wide::HELPERS],
+    );
+    let mut wgsl = String::new();
+    let _ = writeln!(
+        wgsl,
+        "// Atlas ISA kernel '{}', generated by hologram-backends (wgpu)",
+        types::comment_safe(&kernel.name)
+    );
+    wgsl.push_str(&decls);
+    for h in helpers {
+        wgsl.push_str(h.text);
+    }
+    wgsl.push_str(&body);
+    let buffer_bindings = g
+        .arrays
+        .iter()
+        .filter_map(|a| match a.space {
+            Space::Buffer { param, binding } => Some((param, binding)),
+            _ => None,
+        })
+        .collect();
+    Ok(Generated {
+        wgsl,
+        buffer_bindings,
+        sites: g.sites,
+        args_words: param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS),
+    })
+}
+
+/// Rejects kernels that need what the adapter lacks.
+fn check_support(kernel: &Kernel, opts: &CodegenOptions) -> Result<(), CodegenError> {
+    let mut types: Vec<Type> = kernel.regs.iter().map(|r| r.ty).collect();
+    types.extend(kernel.params.iter().map(|p| p.ty()));
+    types.extend(kernel.shared.iter().map(|a| a.elem));
+    types.extend(kernel.scratch.iter().map(|a| a.elem));
+    for inst in &kernel.insts {
+        match &inst.op {
+            Op::Cvt { to, from, .. } => types.extend([*to, *from]),
+            op => types.extend(op.dst_type()),
+        }
+    }
+    let uses = |t: Type| types.contains(&t);
+    if uses(Type::F64) && !(opts.float64 && opts.int64) {
+        return Err(CodegenError::Unsupported(
+            "f64 arithmetic (WGSL has no f64; the adapter lacks SHADER_F64 or SHADER_INT64)".into(),
+        ));
+    }
+    if (uses(Type::I64) || uses(Type::U64)) && !opts.int64 {
+        return Err(CodegenError::Unsupported(
+            "64-bit integers (i64/u64 are not core WGSL; the adapter lacks SHADER_INT64)".into(),
+        ));
+    }
+    for inst in &kernel.insts {
+        match &inst.op {
+            Op::Atom { ty, .. } if types::is_wide(*ty) && !opts.int64_atomics => {
+                return Err(CodegenError::Unsupported(format!(
+                    "64-bit atomics (atom on {ty}; the adapter lacks SHADER_INT64_ATOMIC_ALL_OPS)"
+                )));
+            }
+            Op::Unary {
+                op,
+                ty: Type::F64,
+                ..
+            } if !wide::f64_unary_supported(*op) => {
+                return Err(CodegenError::Unsupported(format!(
+                    "f64 {} (WGSL has no f64 transcendental functions)",
+                    op.name()
+                )));
+            }
+            Op::Binary {
+                op: hologram_isa::BinaryOp::Pow,
+                ty: Type::F64,
+                ..
+            } => {
+                return Err(CodegenError::Unsupported(
+                    "f64 pow (WGSL has no f64 transcendental functions)".into(),
+                ));
+            }
+            _ => {}
+        }
+    }
+    let buffers = kernel
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Buffer { .. }))
+        .count() as u32;
+    // Two more storage buffers: the error word and the arguments.
+    if buffers + 2 > opts.max_storage_buffers {
+        return Err(CodegenError::Unsupported(format!(
+            "{} storage buffers ({buffers} buffer parameters plus 2 internal); the adapter allows {}",
+            buffers + 2,
+            opts.max_storage_buffers
+        )));
+    }
+    Ok(())
+}
+
+/// Generator state for one kernel.
+pub(crate) struct Gen<'k> {
+    pub k: &'k Kernel,
+    pub opts: &'k CodegenOptions,
+    pub arrays: Vec<ArrayLayout>,
+    pub sites: Vec<Site>,
+    /// Statements being written (the current function body).
+    pub out: String,
+    pub indent: usize,
+    /// The kernel has barriers: lanes park at them and `main` runs phases.
+    pub barrier_mode: bool,
+}
+
+impl Gen<'_> {
+    /// Writes one statement line at the current indentation.
+    pub fn line(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    /// Module-scope declarations: bindings, workgroup and private variables.
+    fn declarations(&self) -> String {
+        let mut d = String::new();
+        let _ = writeln!(
+            d,
+            "@group(0) @binding({ERR_BINDING}) var<storage, read_write> hg_err: array<atomic<u32>, {ERR_WORDS}>;"
+        );
+        let _ = writeln!(
+            d,
+            "@group(0) @binding({ARGS_BINDING}) var<storage, read> hg_args: array<u32>;"
+        );
+        for a in &self.arrays {
+            d.push_str(&a.declaration());
+        }
+        if self.barrier_mode {
+            d.push_str("var<workgroup> hg_sync: array<atomic<u32>, 6>;\n");
+        }
+        d.push_str("var<private> hg_zero: u32;\n");
+        d.push_str("var<private> hg_pc: u32;\n");
+        d.push_str("var<private> hg_state: u32;\n");
+        d.push_str("var<private> hg_bar: u32;\n");
+        d.push_str("var<private> hg_blk: u32;\n");
+        d.push_str("var<private> hg_tid: vec3<u32>;\n");
+        d.push_str("var<private> hg_ctaid: vec3<u32>;\n");
+        d.push_str("var<private> hg_nctaid: vec3<u32>;\n");
+        d.push_str("var<private> hg_gid: u32;\n");
+        let depth = self.k.facts.max_call_depth;
+        if depth > 0 {
+            d.push_str("var<private> hg_sp: u32;\n");
+            let _ = writeln!(d, "var<private> hg_stack: array<u32, {depth}>;");
+        }
+        for (i, p) in self.k.params.iter().enumerate() {
+            if let ParamKind::Scalar(ty) = p.kind {
+                let _ = writeln!(
+                    d,
+                    "var<private> p{i}: {}; // {}",
+                    types::reg_type(ty),
+                    types::comment_safe(&p.name)
+                );
+            }
+        }
+        for (i, r) in self.k.regs.iter().enumerate() {
+            let _ = writeln!(
+                d,
+                "var<private> r{i}: {}; // %{}",
+                types::reg_type(r.ty),
+                types::comment_safe(&r.name)
+            );
+        }
+        d.push_str(ERROR_FUNCTIONS);
+        d
+    }
+
+    /// The compute entry point.
+    fn main_function(&mut self) -> String {
+        let [bx, by, bz] = self.opts.block;
+        let lanes = bx as u64 * by as u64 * bz as u64;
+        let mut m = String::new();
+        let _ = writeln!(m, "@compute @workgroup_size({bx}, {by}, {bz})");
+        m.push_str("fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>) {\n");
+        m.push_str("    hg_nctaid = vec3<u32>(hg_args[0], hg_args[1], hg_args[2]);\n");
+        m.push_str("    if (hg_args[3] != 0u) {\n");
+        m.push_str("        // The grid was folded to fit the dispatch limits: unfold the linear index.\n");
+        m.push_str("        let l = hg_wid.x + hg_nwg.x * (hg_wid.y + hg_nwg.y * hg_wid.z);\n");
+        m.push_str("        if (l >= hg_args[4]) { return; }\n");
+        m.push_str("        hg_ctaid = vec3<u32>(l % hg_nctaid.x, (l / hg_nctaid.x) % hg_nctaid.y, l / (hg_nctaid.x * hg_nctaid.y));\n");
+        m.push_str("    } else {\n");
+        m.push_str("        hg_ctaid = hg_wid;\n");
+        m.push_str("    }\n");
+        m.push_str("    hg_tid = hg_lid;\n");
+        m.push_str(
+            "    hg_blk = hg_ctaid.x + hg_nctaid.x * (hg_ctaid.y + hg_nctaid.y * hg_ctaid.z);\n",
+        );
+        let _ = writeln!(m, "    hg_gid = hg_blk * {}u + hg_lidx;", lanes as u32);
+        for (i, p) in self.k.params.iter().enumerate() {
+            if let ParamKind::Scalar(ty) = p.kind {
+                let w = param_word(i as u32);
+                let lo = format!("hg_args[{w}]");
+                let hi = format!("hg_args[{}]", w + 1);
+                let e = match ty {
+                    Type::U32 => lo,
+                    Type::U8 => format!("({lo} & 0xffu)"),
+                    Type::U16 => format!("({lo} & 0xffffu)"),
+                    Type::I32 => format!("bitcast<i32>({lo})"),
+                    Type::I8 => format!("(bitcast<i32>({lo} << 24u) >> 24u)"),
+                    Type::I16 => format!("(bitcast<i32>({lo} << 16u) >> 16u)"),
+                    Type::F32 => format!("bitcast<f32>({lo})"),
+                    Type::F16 => format!("hg_h2f({lo} & 0xffffu)"),
+                    Type::BF16 => format!("hg_b2f({lo} & 0xffffu)"),
+                    Type::Pred => format!("({lo} != 0u)"),
+                    Type::U64 => format!("(u64({lo}) | (u64({hi}) << 32u))"),
+                    Type::I64 => format!("bitcast<i64>(u64({lo}) | (u64({hi}) << 32u))"),
+                    Type::F64 => format!("bitcast<f64>(u64({lo}) | (u64({hi}) << 32u))"),
+                };
+                let _ = writeln!(m, "    p{i} = {e};");
+            }
+        }
+        if !self.barrier_mode {
+            m.push_str("    hg_run();\n}\n");
+            return m;
+        }
+        m.push_str(BARRIER_PHASES);
+        m.push_str("}\n");
+        m
+    }
+}
+
+/// Error reporting: the first lane to fault records what happened in `hg_err`.
+const ERROR_FUNCTIONS: &str = r#"fn hg_oob(site: u32, lo: u32, hi: u32) {
+    hg_state = 2u;
+    if (atomicAdd(&hg_err[0], 1u) == 0u) {
+        atomicStore(&hg_err[1], 1u);
+        atomicStore(&hg_err[2], site);
+        atomicStore(&hg_err[3], lo);
+        atomicStore(&hg_err[4], hi);
+    }
+}
+fn hg_diverged(a: u32, b: u32) {
+    if (atomicAdd(&hg_err[0], 1u) == 0u) {
+        atomicStore(&hg_err[1], 2u);
+        atomicStore(&hg_err[2], hg_blk);
+        atomicStore(&hg_err[3], a);
+        atomicStore(&hg_err[4], b);
+    }
+}
+"#;
+
+/// The phase loop of kernels with barriers. Each phase runs every live lane until it exits or
+/// parks at a barrier; then, at the top level of `main` (uniform control flow), the workgroup
+/// counts parked lanes and checks that they wait at the same barrier. `hg_sync` holds two sets
+/// of counters (live, max barrier + 1, max !barrier) used in alternate phases, so one set is
+/// cleared while the other is read.
+const BARRIER_PHASES: &str = r#"    var hg_phase = 0u;
+    loop {
+        if (hg_state == 0u) { hg_run(); }
+        let par = (hg_phase & 1u) * 3u;
+        if (hg_state == 1u) {
+            atomicAdd(&hg_sync[par], 1u);
+            atomicMax(&hg_sync[par + 1u], hg_bar + 1u);
+            atomicMax(&hg_sync[par + 2u], ~hg_bar);
+        }
+        storageBarrier();
+        workgroupBarrier();
+        let live = atomicLoad(&hg_sync[par]);
+        let bmax = atomicLoad(&hg_sync[par + 1u]) - 1u;
+        let bmin = ~atomicLoad(&hg_sync[par + 2u]);
+        if (hg_lidx == 0u) {
+            let q = 3u - par;
+            atomicStore(&hg_sync[q], 0u);
+            atomicStore(&hg_sync[q + 1u], 0u);
+            atomicStore(&hg_sync[q + 2u], 0u);
+        }
+        workgroupBarrier();
+        if (live == 0u) { break; }
+        if (bmin != bmax) {
+            if (hg_lidx == 0u) { hg_diverged(bmin, bmax); }
+            break;
+        }
+        if (hg_state == 1u) { hg_state = 0u; }
+        hg_phase = hg_phase + 1u;
+    }
+"#;
+
+/// Unary operations whose f64 form has an exact WGSL implementation.
+pub(crate) fn f64_unary_exact(op: UnaryOp) -> bool {
+    matches!(
+        op,
+        UnaryOp::Abs
+            | UnaryOp::Neg
+            | UnaryOp::Sqrt
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Round
+            | UnaryOp::Trunc
+    )
+}
+
+#[cfg(test)]
+mod tests;
