@@ -1,22 +1,18 @@
 //! Typed device buffers that free themselves.
 
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
 use std::ops::Range;
-use std::sync::Arc;
 
 use hologram_backends::{BufferArg, KernelArg, Memory};
 
-use crate::alloc::Block;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::executor::{Executor, Inner};
+use crate::executor::Executor;
+use crate::storage::Storage;
 
 /// `len` elements of `T` in device memory, returned to the executor's allocator on drop.
 pub struct Buffer<T: Element> {
-    inner: Arc<Inner>,
-    /// Taken only in `drop`.
-    block: ManuallyDrop<Block>,
+    storage: std::sync::Arc<Storage>,
     len: usize,
     _t: PhantomData<T>,
 }
@@ -28,7 +24,7 @@ impl<T: Element> std::fmt::Debug for Buffer<T> {
             "Buffer<{}>[{}] on {}",
             T::TYPE,
             self.len,
-            self.inner.backend_type
+            self.storage.inner.backend_type
         )
     }
 }
@@ -41,10 +37,8 @@ impl<T: Element> Buffer<T> {
                 T::TYPE
             ))
         })?;
-        let block = exec.inner.allocator.allocate(bytes)?;
         Ok(Buffer {
-            inner: exec.inner.clone(),
-            block: ManuallyDrop::new(block),
+            storage: std::sync::Arc::new(Storage::new(exec, bytes)?),
             len,
             _t: PhantomData,
         })
@@ -68,13 +62,13 @@ impl<T: Element> Buffer<T> {
     /// The executor the buffer belongs to.
     pub fn executor(&self) -> Executor {
         Executor {
-            inner: self.inner.clone(),
+            inner: self.storage.inner.clone(),
         }
     }
 
     /// The device allocation (it may be larger than the buffer).
     pub fn memory(&self) -> &Memory {
-        &self.block.memory
+        self.storage.memory()
     }
 
     fn check_range(&self, range: &Range<usize>) -> Result<()> {
@@ -103,10 +97,11 @@ impl<T: Element> Buffer<T> {
     pub fn write_at(&self, offset: usize, data: &[T]) -> Result<()> {
         self.check_range(&(offset..offset.saturating_add(data.len())))?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        Ok(self
-            .inner
-            .backend
-            .copy_in(self.memory(), offset * std::mem::size_of::<T>(), bytes)?)
+        Ok(self.storage.inner.backend.copy_in(
+            self.memory(),
+            offset * std::mem::size_of::<T>(),
+            bytes,
+        )?)
     }
 
     /// Copies the buffer into `out`; `out.len()` must equal the buffer's length.
@@ -125,10 +120,11 @@ impl<T: Element> Buffer<T> {
     pub fn read_range_into(&self, offset: usize, out: &mut [T]) -> Result<()> {
         self.check_range(&(offset..offset.saturating_add(out.len())))?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        Ok(self
-            .inner
-            .backend
-            .copy_out(self.memory(), offset * std::mem::size_of::<T>(), bytes)?)
+        Ok(self.storage.inner.backend.copy_out(
+            self.memory(),
+            offset * std::mem::size_of::<T>(),
+            bytes,
+        )?)
     }
 
     /// The contents as a vector.
@@ -147,9 +143,15 @@ impl<T: Element> Buffer<T> {
             )));
         }
         Ok(self
+            .storage
             .inner
             .backend
             .copy(src.memory(), 0, self.memory(), 0, self.size_bytes())?)
+    }
+
+    /// The shared storage (for tensor views of the buffer).
+    pub(crate) fn shared_storage(&self) -> &std::sync::Arc<Storage> {
+        &self.storage
     }
 
     /// The whole buffer as a launch argument.
@@ -170,13 +172,5 @@ impl<T: Element> Buffer<T> {
             offset: range.start * size,
             len: range.len() * size,
         }))
-    }
-}
-
-impl<T: Element> Drop for Buffer<T> {
-    fn drop(&mut self) {
-        // SAFETY: `block` is never used again after this.
-        let block = unsafe { ManuallyDrop::take(&mut self.block) };
-        self.inner.allocator.release(block);
     }
 }

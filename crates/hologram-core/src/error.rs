@@ -22,9 +22,15 @@ pub enum Error {
     /// Sizes that must agree do not.
     #[error("length mismatch: {0}")]
     LengthMismatch(String),
-    /// A buffer of the wrong element type.
+    /// A buffer of the wrong element type, or an operation a dtype does not support.
     #[error("type mismatch: {0}")]
     TypeMismatch(String),
+    /// Shapes that must agree (or broadcast) do not.
+    #[error("shape mismatch: {0}")]
+    ShapeMismatch(String),
+    /// Tensors on different executors were combined.
+    #[error("device mismatch: {0}")]
+    DeviceMismatch(String),
     /// An error from the backend (out-of-bounds access, out of memory, compile failure, ...).
     #[error(transparent)]
     Backend(#[from] BackendError),

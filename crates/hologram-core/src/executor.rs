@@ -31,6 +31,9 @@ pub(crate) struct Inner {
     pub backend_type: BackendType,
     pub allocator: CachingAllocator,
     kernels: Mutex<(HashMap<Digest, CompiledKernel>, KernelCacheStats)>,
+    /// Compiled kernels by their generated text, so tensor ops skip re-assembling.
+    texts: Mutex<HashMap<String, CompiledKernel>>,
+    launches: std::sync::atomic::AtomicU64,
 }
 
 /// Runs kernels on one backend. Cheap to clone (clones share the backend, allocator and cache).
@@ -65,6 +68,8 @@ impl Executor {
                 backend,
                 backend_type,
                 kernels: Mutex::new((HashMap::new(), KernelCacheStats::default())),
+                texts: Mutex::new(HashMap::new()),
+                launches: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -150,9 +155,24 @@ impl Executor {
         Ok(compiled)
     }
 
-    /// Assembles `.hasm` text and compiles it.
+    /// Assembles `.hasm` text and compiles it (the compiled kernel is remembered by its text).
     pub fn assemble(&self, text: &str) -> Result<CompiledKernel> {
-        self.compile(&hologram_isa::assemble(text)?)
+        if let Some(k) = self
+            .inner
+            .texts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(text)
+        {
+            return Ok(k.clone());
+        }
+        let compiled = self.compile(&hologram_isa::assemble(text)?)?;
+        self.inner
+            .texts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(text.to_string(), compiled.clone());
+        Ok(compiled)
     }
 
     /// Launches a compiled kernel. `args[i]` binds parameter `i`: use [`Buffer::arg`] for
@@ -163,7 +183,36 @@ impl Executor {
         config: &LaunchConfig,
         args: &[KernelArg],
     ) -> Result<()> {
+        self.inner
+            .launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(self.inner.backend.launch(kernel, config, args)?)
+    }
+
+    /// Runs a GEMM on the backend (counted as a launch).
+    pub fn gemm(
+        &self,
+        desc: &hologram_backends::GemmDesc,
+        a: &hologram_backends::BufferArg,
+        b: &hologram_backends::BufferArg,
+        c: &hologram_backends::BufferArg,
+    ) -> Result<()> {
+        self.inner
+            .launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.inner.backend.gemm(desc, a, b, c)?)
+    }
+
+    /// Kernel launches made through this executor so far (tensor ops included).
+    pub fn launch_count(&self) -> u64 {
+        self.inner
+            .launches
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// True when both handles share one executor.
+    pub fn same_as(&self, other: &Executor) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Waits for all submitted work.

@@ -36,16 +36,24 @@
 pub mod alloc;
 mod backend_type;
 mod buffer;
+mod dtype;
 mod element;
 mod error;
 mod executor;
+mod kernels;
+pub mod ops;
+mod storage;
+pub mod tensor;
 
 pub use alloc::AllocatorStats;
 pub use backend_type::{availability, Availability, BackendType};
 pub use buffer::Buffer;
+pub use dtype::DType;
 pub use element::Element;
 pub use error::{Error, Result};
 pub use executor::{Executor, KernelCacheStats};
 pub use hologram_backends::{
     BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
 };
+pub use ops::ReduceOp;
+pub use tensor::{BinaryFn, Tensor, UnaryFn};

@@ -1,0 +1,310 @@
+//! Reductions along axes: sum, mean, prod, max, min, argmax, argmin.
+
+use hologram_backends::{KernelArg, LaunchConfig};
+use hologram_isa::semantics::Value;
+use hologram_isa::Type;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::reduce::{block_kernel, lane_kernel, Combine, BLOCK};
+use crate::tensor::layout::axis as norm_axis;
+use crate::tensor::{Source, Tensor};
+
+/// A reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Sum (integers and bool accumulate in i64).
+    Sum,
+    /// Mean (integers give f32).
+    Mean,
+    /// Product.
+    Prod,
+    /// Maximum (NaN propagates).
+    Max,
+    /// Minimum (NaN propagates).
+    Min,
+    /// Index of the first maximum, as i64.
+    ArgMax,
+    /// Index of the first minimum, as i64.
+    ArgMin,
+}
+
+/// Rows longer than this are split into chunks reduced by separate blocks.
+const CHUNK: usize = 16 * BLOCK as usize;
+
+impl Tensor {
+    /// Reduces over `axes` (all axes when empty), keeping reduced dimensions as size 1 when
+    /// `keepdim`.
+    pub fn reduce(&self, op: ReduceOp, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        let rank = self.rank();
+        let mut axes: Vec<usize> = axes
+            .iter()
+            .map(|&a| norm_axis(a, rank))
+            .collect::<Result<_>>()?;
+        if axes.is_empty() {
+            axes = (0..rank).collect();
+        }
+        axes.sort_unstable();
+        axes.dedup();
+        if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) && axes.len() > 1 && axes.len() != rank
+        {
+            return Err(Error::ShapeMismatch(
+                "argmax/argmin reduce one axis, or all of them".into(),
+            ));
+        }
+        let mut t = self.clone();
+        if rank == 0 {
+            t = t.reshape(&[1])?;
+            axes = vec![0];
+        }
+        if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) && axes.len() > 1 {
+            // Over all axes: the index into the flattened tensor.
+            let flat = t.reshape(&[-1])?;
+            let r = flat.reduce_axis(op, 0)?;
+            return if keepdim {
+                r.reshape(&vec![1; rank].iter().map(|&d: &isize| d).collect::<Vec<_>>())
+            } else {
+                r.reshape(&[])
+            };
+        }
+        let count: usize = axes.iter().map(|&a| t.shape()[a]).product();
+        let inner_op = if op == ReduceOp::Mean {
+            ReduceOp::Sum
+        } else {
+            op
+        };
+        for &a in axes.iter().rev() {
+            t = t.reduce_axis(inner_op, a)?;
+        }
+        if op == ReduceOp::Mean {
+            let float = if self.dtype.is_float() {
+                self.dtype
+            } else {
+                DType::F32
+            };
+            t = t.cast(float)?.div(count as f64)?;
+        }
+        if !keepdim {
+            let shape: Vec<isize> = self
+                .shape()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !axes.contains(i))
+                .map(|(_, &d)| d as isize)
+                .collect();
+            t = t.reshape(&shape)?;
+        }
+        Ok(t)
+    }
+
+    /// Sum over `axes` (all when empty).
+    pub fn sum(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Sum, axes, keepdim)
+    }
+
+    /// Mean over `axes` (all when empty).
+    pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Mean, axes, keepdim)
+    }
+
+    /// Maximum over `axes` (all when empty).
+    pub fn max(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Max, axes, keepdim)
+    }
+
+    /// Minimum over `axes` (all when empty).
+    pub fn min(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Min, axes, keepdim)
+    }
+
+    /// Product over `axes` (all when empty).
+    pub fn prod(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Prod, axes, keepdim)
+    }
+
+    /// Index of the first maximum along `axis` (over the flattened tensor when None).
+    pub fn argmax(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        self.reduce(
+            ReduceOp::ArgMax,
+            &axis.map(|a| vec![a]).unwrap_or_default(),
+            keepdim,
+        )
+    }
+
+    /// Index of the first minimum along `axis` (over the flattened tensor when None).
+    pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        self.reduce(
+            ReduceOp::ArgMin,
+            &axis.map(|a| vec![a]).unwrap_or_default(),
+            keepdim,
+        )
+    }
+
+    /// Reduces one axis, keeping it as size 1.
+    fn reduce_axis(&self, op: ReduceOp, axis: usize) -> Result<Tensor> {
+        let shape = self.shape().to_vec();
+        let rlen = shape[axis];
+        let outer: usize = shape[..axis].iter().product();
+        let inner: usize = shape[axis + 1..].iter().product();
+        let mut out_shape = shape.clone();
+        out_shape[axis] = 1;
+        let (combine, acc, out_dt) = plan(op, self.dtype)?;
+        if rlen == 0 {
+            return match op {
+                ReduceOp::Sum => Tensor::zeros(&self.exec, &out_shape, out_dt),
+                ReduceOp::Prod => Tensor::ones(&self.exec, &out_shape, out_dt),
+                _ => Err(Error::ShapeMismatch(format!(
+                    "cannot take {op:?} over an empty axis"
+                ))),
+            };
+        }
+        let src = self.contiguous()?;
+        let (storage, layout) = src.storage()?;
+        let n_out = outer * inner;
+        let st = self.dtype.storage();
+        let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
+        let is_arg = matches!(combine, Combine::ArgMax | Combine::ArgMin);
+        if inner > 1 || rlen < BLOCK as usize {
+            // One lane per output.
+            let out = Tensor::uninit(
+                &self.exec,
+                &out_shape,
+                if is_arg { DType::U32 } else { out_dt },
+            )?;
+            let Source::Stored(os) = &out.src else {
+                return Err(Error::Program("internal".into()));
+            };
+            let kernel = self
+                .exec
+                .assemble(&lane_kernel(combine, st, acc, out_dt.storage()))?;
+            let args = [
+                KernelArg::Buffer(storage.arg(0, storage.bytes)),
+                KernelArg::Buffer(os.arg(0, os.bytes)),
+                u(layout.offset),
+                u(rlen),
+                u(inner),
+                u(n_out),
+            ];
+            self.exec.launch(
+                &kernel,
+                &LaunchConfig::for_elements(n_out as u64, 256),
+                &args,
+            )?;
+            return if is_arg {
+                out.cast(DType::I64)
+            } else {
+                Ok(out)
+            };
+        }
+        // Rows are contiguous (inner == 1): blocks of lanes per row chunk, then the partials.
+        let chunks = rlen.div_ceil(CHUNK);
+        let mut stage_storage = storage;
+        let mut stage_off = layout.offset;
+        let mut stage_len = rlen;
+        let mut stage_chunks = chunks;
+        let mut stage_ty = st;
+        let mut index_input: Option<Tensor> = None;
+        loop {
+            let last = stage_chunks == 1;
+            let blocks = outer * stage_chunks;
+            let res_dt = if is_arg || !last {
+                DType::from_type(acc).unwrap_or(out_dt)
+            } else {
+                out_dt
+            };
+            let vals = Tensor::uninit(&self.exec, &[blocks], res_dt)?;
+            let ixs = if is_arg {
+                Some(Tensor::uninit(&self.exec, &[blocks], DType::U32)?)
+            } else {
+                None
+            };
+            let text = block_kernel(
+                combine,
+                stage_ty,
+                acc,
+                if last { out_dt.storage() } else { acc },
+                index_input.is_some(),
+            );
+            let kernel = self.exec.assemble(&text)?;
+            let mut args = vec![KernelArg::Buffer(stage_storage.arg(0, stage_storage.bytes))];
+            if let Some(ix) = &index_input {
+                let (s, _) = ix.storage()?;
+                args.push(KernelArg::Buffer(s.arg(0, s.bytes)));
+            }
+            let (vs, _) = vals.storage()?;
+            args.push(KernelArg::Buffer(vs.arg(0, vs.bytes)));
+            if let Some(ix) = &ixs {
+                let (s, _) = ix.storage()?;
+                args.push(KernelArg::Buffer(s.arg(0, s.bytes)));
+            }
+            args.extend([u(stage_off), u(stage_len), u(stage_chunks), u(CHUNK)]);
+            let grid = u32::try_from(blocks)
+                .map_err(|_| Error::ShapeMismatch("too many rows to reduce".into()))?;
+            self.exec
+                .launch(&kernel, &LaunchConfig::linear(grid, BLOCK), &args)?;
+            if last {
+                let result = if is_arg {
+                    ixs.unwrap_or(vals).cast(DType::I64)?
+                } else {
+                    vals
+                };
+                return result.reshape(&out_shape.iter().map(|&d| d as isize).collect::<Vec<_>>());
+            }
+            // Reduce the partials of every row next.
+            stage_storage = vals.storage()?.0;
+            stage_off = 0;
+            stage_len = stage_chunks;
+            stage_chunks = stage_len.div_ceil(CHUNK);
+            stage_ty = acc;
+            index_input = ixs;
+        }
+    }
+}
+
+/// The combine function, accumulator type and result dtype of a reduction over `dt`.
+fn plan(op: ReduceOp, dt: DType) -> Result<(Combine, Type, DType)> {
+    let float_acc = |d: DType| {
+        if matches!(d, DType::F16 | DType::BF16) {
+            Type::F32
+        } else {
+            d.storage()
+        }
+    };
+    Ok(match op {
+        ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod => {
+            let c = if op == ReduceOp::Prod {
+                Combine::Prod
+            } else {
+                Combine::Sum
+            };
+            if dt.is_float() {
+                (c, float_acc(dt), dt)
+            } else if dt == DType::U64 {
+                (c, Type::U64, DType::U64)
+            } else {
+                // Integers and bool accumulate in i64, as in PyTorch.
+                return Ok((c, Type::I64, DType::I64)).and_then(|(c, a, o)| {
+                    if dt == DType::Bool || dt.is_int() {
+                        Ok((c, a, o))
+                    } else {
+                        Err(Error::TypeMismatch(format!("cannot sum {dt}")))
+                    }
+                });
+            }
+        }
+        ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin => {
+            if dt == DType::Bool {
+                return Err(Error::TypeMismatch(format!(
+                    "{op:?} of a bool tensor: cast it to u8 first"
+                )));
+            }
+            let c = match op {
+                ReduceOp::Max => Combine::Max,
+                ReduceOp::Min => Combine::Min,
+                ReduceOp::ArgMax => Combine::ArgMax,
+                _ => Combine::ArgMin,
+            };
+            (c, float_acc(dt), dt)
+        }
+    })
+}

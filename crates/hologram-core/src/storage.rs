@@ -1,0 +1,58 @@
+//! Untyped device memory owned by an executor, returned to its allocator on drop.
+
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+
+use hologram_backends::{BufferArg, Memory};
+
+use crate::alloc::Block;
+use crate::error::Result;
+use crate::executor::{Executor, Inner};
+
+/// `bytes` bytes of device memory.
+pub(crate) struct Storage {
+    pub(crate) inner: Arc<Inner>,
+    /// Taken only in `drop`.
+    block: ManuallyDrop<Block>,
+    pub(crate) bytes: usize,
+}
+
+impl Storage {
+    pub(crate) fn new(exec: &Executor, bytes: usize) -> Result<Self> {
+        let block = exec.inner.allocator.allocate(bytes)?;
+        Ok(Storage {
+            inner: exec.inner.clone(),
+            block: ManuallyDrop::new(block),
+            bytes,
+        })
+    }
+
+    pub(crate) fn memory(&self) -> &Memory {
+        &self.block.memory
+    }
+
+    /// `len` bytes at byte `offset` as a launch argument.
+    pub(crate) fn arg(&self, offset: usize, len: usize) -> BufferArg {
+        BufferArg {
+            memory: self.block.memory.clone(),
+            offset,
+            len,
+        }
+    }
+
+    pub(crate) fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        Ok(self.inner.backend.copy_in(self.memory(), offset, data)?)
+    }
+
+    pub(crate) fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        Ok(self.inner.backend.copy_out(self.memory(), offset, out)?)
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        // SAFETY: `block` is never used again after this.
+        let block = unsafe { ManuallyDrop::take(&mut self.block) };
+        self.inner.allocator.release(block);
+    }
+}

@@ -1,0 +1,259 @@
+//! Recording element-wise expressions and running them as one kernel.
+
+use std::sync::{Arc, Mutex};
+
+use hologram_backends::{KernelArg, LaunchConfig};
+use hologram_isa::semantics::{eval, Value};
+
+use super::expr::{Graph, Node, NodeId};
+use super::layout::Layout;
+use super::{Source, Tensor};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::executor::Executor;
+use crate::kernels::elementwise::{self, Access, Spec};
+use crate::storage::Storage;
+
+/// Most nodes one fused kernel evaluates; longer chains are cut by realizing operands.
+pub(crate) const MAX_NODES: usize = 96;
+/// Most input tensors of one fused kernel.
+pub(crate) const MAX_INPUTS: usize = 12;
+
+/// A stored tensor an expression reads, with its layout relative to the expression's shape.
+#[derive(Clone)]
+pub(crate) struct Input {
+    pub storage: Arc<Storage>,
+    pub layout: Layout,
+    pub dtype: DType,
+}
+
+impl Input {
+    fn same(&self, other: &Input) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+            && self.layout == other.layout
+            && self.dtype == other.dtype
+    }
+}
+
+/// An expression over stored inputs, evaluated at most once.
+pub(crate) struct LazyTensor {
+    graph: Graph,
+    root: NodeId,
+    inputs: Vec<Input>,
+    shape: Vec<usize>,
+    done: Mutex<Option<Arc<Storage>>>,
+}
+
+/// A tensor's part in a new expression: its graph (one input node for a stored tensor), root
+/// and inputs.
+#[derive(Clone)]
+pub(crate) struct Operand {
+    pub graph: Graph,
+    pub root: NodeId,
+    pub inputs: Vec<Input>,
+    pub shape: Vec<usize>,
+}
+
+/// The value `x` as a `dtype` constant (by the `cvt` rules; bool is `x != 0`).
+pub(crate) fn scalar_value(x: f64, dtype: DType) -> Value {
+    if dtype == DType::Bool {
+        return Value::Pred(x != 0.0);
+    }
+    eval::cvt(Value::F64(x), dtype.storage()).unwrap_or(Value::F64(x))
+}
+
+impl Operand {
+    /// The operand for a tensor (realizing nothing: pending expressions are inlined).
+    pub fn of(t: &Tensor) -> Result<Operand> {
+        match &t.src {
+            Source::Lazy(l) if !l.is_done() => Ok(Operand {
+                graph: l.graph.clone(),
+                root: l.root,
+                inputs: l.inputs.clone(),
+                shape: l.shape.clone(),
+            }),
+            _ => {
+                let (storage, layout) = t.storage()?;
+                let mut graph = Graph::default();
+                let root = graph.push(Node::Input(0), t.dtype);
+                Ok(Operand {
+                    graph,
+                    root,
+                    inputs: vec![Input {
+                        storage,
+                        layout,
+                        dtype: t.dtype,
+                    }],
+                    shape: t.shape().to_vec(),
+                })
+            }
+        }
+    }
+
+    /// A constant operand.
+    pub fn scalar(v: Value, dtype: DType) -> Operand {
+        let mut graph = Graph::default();
+        let root = graph.push(Node::Scalar(v), dtype);
+        Operand {
+            graph,
+            root,
+            inputs: Vec::new(),
+            shape: Vec::new(),
+        }
+    }
+
+    /// The operand broadcast to `shape`.
+    pub fn broadcast(mut self, shape: &[usize]) -> Result<Operand> {
+        if self.shape == shape {
+            return Ok(self);
+        }
+        for i in &mut self.inputs {
+            i.layout = i.layout.broadcast_to(shape)?;
+        }
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+
+    /// Wraps the operand as an expression of the given shape.
+    pub fn into_lazy(self, shape: &[usize]) -> LazyTensor {
+        LazyTensor {
+            graph: self.graph,
+            root: self.root,
+            inputs: self.inputs,
+            shape: shape.to_vec(),
+            done: Mutex::new(None),
+        }
+    }
+}
+
+/// Merges operands (already broadcast to one shape) into one graph with shared inputs; returns
+/// the graph, each operand's root, and the inputs.
+pub(crate) fn merge(ops: &[Operand]) -> (Graph, Vec<NodeId>, Vec<Input>) {
+    let mut graph = Graph::default();
+    let mut roots = Vec::new();
+    let mut inputs: Vec<Input> = Vec::new();
+    for op in ops {
+        // Map this operand's inputs onto the merged list, sharing identical ones.
+        let map: Vec<u32> = op
+            .inputs
+            .iter()
+            .map(|i| match inputs.iter().position(|j| j.same(i)) {
+                Some(p) => p as u32,
+                None => {
+                    inputs.push(i.clone());
+                    inputs.len() as u32 - 1
+                }
+            })
+            .collect();
+        let base = graph.append(&op.graph, 0);
+        for (node, _) in &mut graph.nodes[base as usize..] {
+            if let Node::Input(k) = node {
+                *k = map[*k as usize];
+            }
+        }
+        roots.push(op.root + base);
+    }
+    (graph, roots, inputs)
+}
+
+impl LazyTensor {
+    /// A constant-valued expression (used by `full`).
+    pub fn constant(v: Value, dtype: DType, shape: &[usize]) -> LazyTensor {
+        Operand::scalar(v, dtype).into_lazy(shape)
+    }
+
+    pub fn new(graph: Graph, root: NodeId, inputs: Vec<Input>, shape: &[usize]) -> LazyTensor {
+        LazyTensor {
+            graph,
+            root,
+            inputs,
+            shape: shape.to_vec(),
+            done: Mutex::new(None),
+        }
+    }
+
+    /// True when the expression is too large to extend.
+    pub fn is_large(graph: &Graph, inputs: &[Input]) -> bool {
+        graph.nodes.len() > MAX_NODES || inputs.len() > MAX_INPUTS
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done.lock().map(|d| d.is_some()).unwrap_or(false)
+    }
+
+    /// Runs the expression once into new contiguous storage.
+    pub fn materialize(&self, exec: &Executor, dtype: DType) -> Result<Arc<Storage>> {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = done.as_ref() {
+            return Ok(s.clone());
+        }
+        let out = Tensor::uninit(exec, &self.shape, dtype)?;
+        run_into(exec, self, &out)?;
+        let storage = match out.src {
+            Source::Stored(s) => s,
+            Source::Lazy(_) => {
+                return Err(Error::Program("internal: uninit tensor is lazy".into()))
+            }
+        };
+        *done = Some(storage.clone());
+        Ok(storage)
+    }
+}
+
+/// Evaluates an expression into a stored tensor view (its shape must be the expression's).
+pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Result<()> {
+    let Source::Stored(out_storage) = &out.src else {
+        return Err(Error::Program(
+            "internal: output of a kernel must be stored".into(),
+        ));
+    };
+    if out.shape() != lazy.shape.as_slice() {
+        return Err(Error::ShapeMismatch(format!(
+            "cannot write {:?} into a view of shape {:?}",
+            lazy.shape,
+            out.shape()
+        )));
+    }
+    let n = out.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let rank = lazy.shape.len();
+    let inputs: Vec<(DType, Access)> = lazy
+        .inputs
+        .iter()
+        .map(|i| (i.dtype, Access::of(&i.layout)))
+        .collect();
+    let out_access = match Access::of(&out.layout) {
+        Access::Scalar if n > 1 => Access::Strided,
+        a => a,
+    };
+    let spec = Spec {
+        graph: &lazy.graph,
+        root: lazy.root,
+        inputs: inputs.clone(),
+        rank,
+        out: (out.dtype, out_access),
+    };
+    let text = elementwise::kernel_text(&spec);
+    let kernel = exec.assemble(&text)?;
+    let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
+    let mut args = Vec::new();
+    for (input, (_, access)) in lazy.inputs.iter().zip(&inputs) {
+        args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
+        args.push(u(input.layout.offset));
+        if *access == Access::Strided {
+            args.extend(input.layout.strides.iter().map(|&s| u(s)));
+        }
+    }
+    args.push(KernelArg::Buffer(out_storage.arg(0, out_storage.bytes)));
+    args.push(u(out.layout.offset));
+    if out_access == Access::Strided {
+        args.extend(out.layout.strides.iter().map(|&s| u(s)));
+    }
+    args.push(u(n));
+    if inputs.iter().any(|(_, a)| *a == Access::Strided) || out_access == Access::Strided {
+        args.extend(lazy.shape.iter().map(|&d| u(d)));
+    }
+    exec.launch(&kernel, &LaunchConfig::for_elements(n as u64, 256), &args)
+}
