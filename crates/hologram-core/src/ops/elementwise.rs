@@ -47,7 +47,11 @@ fn combine(
         let mut ops = Vec::new();
         for p in parts {
             let t = if realize { p.realize()? } else { (*p).clone() };
-            ops.push(Operand::of(&t)?.broadcast(shape)?);
+            let mut op = Operand::of(&t)?;
+            if op.position_dependent() && op.shape != shape {
+                op = Operand::of(&t.realize()?)?;
+            }
+            ops.push(op.broadcast(shape)?);
         }
         for &(v, dt) in scalars {
             ops.push(Operand::scalar(scalar_value(v, dt), dt));

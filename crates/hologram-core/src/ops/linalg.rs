@@ -153,11 +153,11 @@ impl Tensor {
                 .gemm(&desc, &arg(&oa.tensor)?, &arg(&ob.tensor)?, &arg(&out)?)?;
         }
         let mut result = out;
-        if other.rank() == 1 {
-            result = result.squeeze(-1)?;
-        }
         if self.rank() == 1 {
             result = result.squeeze(-2)?;
+        }
+        if other.rank() == 1 {
+            result = result.squeeze(-1)?;
         }
         Ok(result)
     }

@@ -62,7 +62,7 @@ impl Tensor {
             let flat = t.reshape(&[-1])?;
             let r = flat.reduce_axis(op, 0)?;
             return if keepdim {
-                r.reshape(&vec![1; rank].iter().map(|&d: &isize| d).collect::<Vec<_>>())
+                r.reshape(&vec![1isize; rank])
             } else {
                 r.reshape(&[])
             };

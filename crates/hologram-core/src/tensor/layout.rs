@@ -215,11 +215,7 @@ pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
         .iter()
         .map(|&d| {
             if d == -1 {
-                if known == 0 {
-                    0
-                } else {
-                    numel / known
-                }
+                numel.checked_div(known).unwrap_or(0)
             } else {
                 d as usize
             }

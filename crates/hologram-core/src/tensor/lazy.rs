@@ -102,6 +102,15 @@ impl Operand {
         }
     }
 
+    /// True when the graph reads the element's position (`arange`, random numbers): such a
+    /// graph cannot be evaluated at the positions of a different shape.
+    pub fn position_dependent(&self) -> bool {
+        self.graph
+            .nodes
+            .iter()
+            .any(|(n, _)| matches!(n, Node::Index | Node::Random { .. }))
+    }
+
     /// The operand broadcast to `shape`.
     pub fn broadcast(mut self, shape: &[usize]) -> Result<Operand> {
         if self.shape == shape {
