@@ -7,6 +7,7 @@
 
 mod compile;
 mod exec;
+mod gemm;
 mod lanes;
 mod memops;
 mod memory;
@@ -233,6 +234,19 @@ impl Backend for CpuBackend {
 
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn gemm(
+        &self,
+        desc: &crate::library::GemmDesc,
+        a: &crate::backend::BufferArg,
+        b: &crate::backend::BufferArg,
+        c: &crate::backend::BufferArg,
+    ) -> Result<()> {
+        let _span =
+            tracing::debug_span!("gemm", backend = "cpu", m = desc.m, n = desc.n, k = desc.k)
+                .entered();
+        gemm::gemm(desc, a, b, c)
     }
 }
 
