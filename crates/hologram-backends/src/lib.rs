@@ -28,6 +28,7 @@
 
 mod backend;
 pub mod cpu;
+pub mod cuda;
 mod error;
 pub mod launch;
 pub mod library;

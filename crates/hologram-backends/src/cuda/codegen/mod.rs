@@ -1,0 +1,333 @@
+//! Atlas ISA to CUDA C.
+//!
+//! [`generate`] turns a validated kernel into one CUDA C translation unit: the [`prelude`], then
+//! one `extern "C" __global__` function, [`ENTRY`], whose body is the kernel's instructions in
+//! order, one C statement each, with labels and `goto` for control flow. This part is plain
+//! Rust (no CUDA needed), so the NVRTC compile-only check and unit tests can use it anywhere.
+//!
+//! # Kernel ABI
+//!
+//! The entry's parameters follow the kernel's, in order: a buffer parameter `i` becomes a pointer
+//! `p<i>` and its element count `n<i>` (`unsigned long long`); a scalar parameter is passed by
+//! value (`f16`/`bf16` as their 16 bits, `pred` as one byte). Three more follow: `hg_flag`
+//! (device `unsigned int`, zero between launches), `hg_rec` (five `unsigned long long` the device
+//! can write, host-mapped) and `hg_kid` (`unsigned int`, the kernel's id in the backend). An
+//! out-of-bounds access sets `hg_flag` and writes `hg_rec = {1, hg_kid, array, index, length}`
+//! (see the prelude's `hg_oob`).
+//!
+//! # Semantics
+//!
+//! Every instruction keeps the ISA's exact semantics (checked against the CPU interpreter by the
+//! conformance suite): integer helpers compute in unsigned types and wrap; float arithmetic uses
+//! the round-to-nearest intrinsics (`__fadd_rn`, ...), so `mad` is never contracted into an `fma`;
+//! f16/bf16 compute in f32 and round once in software; conversions that could round twice go
+//! through round-to-odd. Transcendentals call CUDA's libdevice functions, whose error bounds are
+//! listed in the backend's README.
+
+mod compute;
+mod control;
+mod ctype;
+mod memory;
+pub mod prelude;
+
+use std::fmt::Write;
+
+use hologram_isa::{Kernel, ParamKind, Special};
+
+use self::control::{label, Flow};
+use self::ctype::{ctype, reg, special};
+use self::memory::{ArrayC, ArrayLen, Checks};
+use crate::error::{BackendError, Result};
+
+/// The name of the generated `__global__` function.
+pub const ENTRY: &str = "hologram_kernel";
+
+/// Bumped whenever generated code changes meaning or form, so cached binaries are not reused.
+pub const CODEGEN_VERSION: u32 = 1;
+
+/// Choices that change the generated code (and so belong in cache keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CodegenOptions {
+    /// Check every buffer access against the buffer's length (`.shared` and `.scratch`
+    /// accesses are always checked).
+    pub bounds_checks: bool,
+    /// Declare `__launch_bounds__(n)`, so the compiler keeps register use low enough for blocks
+    /// of `n` lanes.
+    pub launch_bounds: Option<u32>,
+}
+
+impl Default for CodegenOptions {
+    fn default() -> Self {
+        CodegenOptions {
+            bounds_checks: true,
+            launch_bounds: None,
+        }
+    }
+}
+
+impl CodegenOptions {
+    /// A short text naming the options, for cache keys and logs (`checked`, `unchecked;lb1024`).
+    pub fn tag(&self) -> String {
+        let mut t = String::from(if self.bounds_checks {
+            "checked"
+        } else {
+            "unchecked"
+        });
+        if let Some(n) = self.launch_bounds {
+            let _ = write!(t, ";lb{n}");
+        }
+        t
+    }
+}
+
+/// Generates the CUDA C source of a validated kernel.
+pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
+    let unsupported = |what: String| BackendError::Compile {
+        kernel: kernel.name.clone(),
+        log: format!("the CUDA code generator has no translation of {what}"),
+    };
+    let mut out = String::with_capacity(prelude::PRELUDE.len() + 256 * kernel.insts.len());
+    out.push_str(prelude::PRELUDE);
+    let _ = writeln!(out, "\n// kernel {}", kernel.name);
+    let bounds = opts
+        .launch_bounds
+        .map(|n| format!("__launch_bounds__({n}) "))
+        .unwrap_or_default();
+    let _ = write!(out, "extern \"C\" __global__ void {bounds}{ENTRY}(");
+    let mut arrays = Vec::new();
+    for (i, p) in kernel.params.iter().enumerate() {
+        match p.kind {
+            ParamKind::Buffer { elem, .. } => {
+                let _ = write!(out, "{}* p{i}, hg_u64 n{i}, ", ctype(elem));
+                arrays.push(ArrayC {
+                    base: format!("p{i}"),
+                    len: ArrayLen::Dynamic(format!("n{i}")),
+                });
+            }
+            ParamKind::Scalar(ty) => {
+                let t = if ty == hologram_isa::Type::Pred {
+                    "hg_u8"
+                } else {
+                    ctype(ty)
+                };
+                let _ = write!(out, "{t} p{i}, ", t = t);
+                // Scalar parameters take an array slot too, so array ids index `arrays`.
+                arrays.push(ArrayC {
+                    base: String::new(),
+                    len: ArrayLen::Static(0),
+                });
+            }
+        }
+    }
+    out.push_str("hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid) {\n");
+    let _ = writeln!(out, "  // parameters: {}", param_summary(kernel));
+
+    // Where the lane is.
+    out.push_str("  const hg_u32 hg_lane = threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y;\n");
+    out.push_str("  const hg_u32 hg_lanes = blockDim.x * blockDim.y * blockDim.z;\n");
+    for s in &kernel.facts.specials {
+        let _ = writeln!(
+            out,
+            "  const hg_u32 {} = {};",
+            special(*s),
+            special_expr(*s)
+        );
+    }
+
+    // Block-shared arrays start zeroed: the block clears them together.
+    for (j, a) in kernel.shared.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  __shared__ {} sh{j}[{}];",
+            ctype(a.elem),
+            a.len.max(1)
+        );
+        arrays.push(ArrayC {
+            base: format!("sh{j}"),
+            len: ArrayLen::Static(a.len),
+        });
+    }
+    if !kernel.shared.is_empty() {
+        for (j, a) in kernel.shared.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  for (hg_u32 hg_k = hg_lane; hg_k < {}u; hg_k += hg_lanes) sh{j}[hg_k] = 0;",
+                a.len
+            );
+        }
+        out.push_str("  __syncthreads();\n");
+    }
+    // Per-lane scratch arrays start zeroed.
+    for (j, a) in kernel.scratch.iter().enumerate() {
+        let _ = writeln!(out, "  {} sc{j}[{}] = {{}};", ctype(a.elem), a.len.max(1));
+        arrays.push(ArrayC {
+            base: format!("sc{j}"),
+            len: ArrayLen::Static(a.len),
+        });
+    }
+    let flow = Flow::of(kernel);
+    if flow.has_calls() {
+        let depth = kernel.facts.max_call_depth.max(1);
+        let _ = writeln!(out, "  hg_u32 hg_rs[{depth}]; hg_u32 hg_sp = 0u;");
+    }
+    // Registers: every one starts at zero (the ISA requires it for registers read before any
+    // write; for the others it costs nothing).
+    for (r, info) in kernel.regs.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  {} {} = 0; // %{}",
+            ctype(info.ty),
+            reg(r as u32),
+            info.name
+        );
+    }
+
+    let checks = Checks {
+        global: opts.bounds_checks,
+    };
+    let program = kernel.to_program();
+    let texts: Vec<String> = program
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            hologram_isa::Stmt::Inst(i) => {
+                let mut t = String::new();
+                let _ = hologram_isa::text::write_inst(&mut t, i);
+                Some(t)
+            }
+            hologram_isa::Stmt::Label(_) => None,
+        })
+        .collect();
+    for (pc, inst) in kernel.insts.iter().enumerate() {
+        let pc32 = pc as u32;
+        if flow.labels.contains(&pc32) {
+            let _ = writeln!(out, "{}:;", label(pc32));
+        }
+        let stmt = compute::statement(kernel, &inst.op)
+            .or_else(|| memory::statement(kernel, &arrays, checks, &inst.op))
+            .or_else(|| control::statement(kernel, &flow, pc32, &inst.op))
+            .unwrap_or_else(|| Err("an unknown instruction".into()))
+            .map_err(unsupported)?;
+        if let Some(t) = texts.get(pc) {
+            let _ = writeln!(out, "  // {t}");
+        }
+        match &inst.guard {
+            Some(g) => {
+                let not = if g.negate { "!" } else { "" };
+                let _ = writeln!(out, "  if ({not}{}) {{ {stmt} }}", reg(g.pred));
+            }
+            None => {
+                let _ = writeln!(out, "  {stmt}");
+            }
+        }
+    }
+    let end = kernel.insts.len() as u32;
+    if flow.labels.contains(&end) {
+        let _ = writeln!(out, "{}:;", label(end));
+    }
+    out.push_str("}\n");
+    Ok(out)
+}
+
+/// The launch error an out-of-bounds record describes (`rec` as the prelude's `hg_oob` writes it:
+/// `{1, kernel id, array, index, length}`), or `None` when `rec[0]` is 0 (no error).
+pub fn oob_error(kernel: &Kernel, rec: &[u64; 5]) -> Option<BackendError> {
+    if rec[0] == 0 {
+        return None;
+    }
+    let arrays = kernel.params.len() + kernel.shared.len() + kernel.scratch.len();
+    let array = if (rec[2] as usize) < arrays {
+        kernel.array_info(rec[2] as u32).0.to_string()
+    } else {
+        format!("#{}", rec[2])
+    };
+    Some(BackendError::OutOfBounds {
+        kernel: kernel.name.clone(),
+        array,
+        index: rec[3] as i64 as i128,
+        len: rec[4],
+    })
+}
+
+fn param_summary(kernel: &Kernel) -> String {
+    kernel
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("p{i}={}", p.name))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// C for a special register, from the CUDA built-ins. Arithmetic wraps in 32 bits, as on the CPU.
+fn special_expr(s: Special) -> String {
+    use hologram_isa::Dim;
+    let axis = |d: Dim| ["x", "y", "z"][d.index()];
+    match s {
+        Special::Tid(d) => format!("threadIdx.{}", axis(d)),
+        Special::Ntid(d) => format!("blockDim.{}", axis(d)),
+        Special::Ctaid(d) => format!("blockIdx.{}", axis(d)),
+        Special::Nctaid(d) => format!("gridDim.{}", axis(d)),
+        Special::Gid(d) => {
+            let a = axis(d);
+            format!("blockIdx.{a} * blockDim.{a} + threadIdx.{a}")
+        }
+        Special::GidLinear => "(blockIdx.x + blockIdx.y * gridDim.x + blockIdx.z * gridDim.x * gridDim.y) * hg_lanes + hg_lane".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gen(text: &str, opts: CodegenOptions) -> String {
+        let k = hologram_isa::assemble(text).expect("valid kernel");
+        generate(&k, &opts).expect("generates")
+    }
+
+    #[test]
+    fn saxpy_has_checked_and_unchecked_forms() {
+        let text = ".kernel saxpy\n.param .f32 a\n.param .buf.f32 x\n.param .buf.f32 y .rw\n.param .u32 n\n    mov.u32 %i, %gid;\n    setp.ge.u32 %p, %i, n;\n@%p exit;\n    ld.f32 %x, x[%i];\n    ld.f32 %y, y[%i];\n    fma.f32 %y, a, %x, %y;\n    st.f32 y[%i], %y;\n";
+        let checked = gen(text, CodegenOptions::default());
+        assert!(checked.contains("extern \"C\" __global__ void hologram_kernel(hg_f32 p0, hg_f32* p1, hg_u64 n1, hg_f32* p2, hg_u64 n2, hg_u32 p3, hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid)"), "{checked}");
+        assert!(checked.contains("if (hg_x >= n1) { hg_oob(hg_flag, hg_rec, hg_kid, 1u,"));
+        assert!(checked.contains("hg_fma_f32(p0, r2, r3)"), "{checked}");
+        let unchecked = gen(
+            text,
+            CodegenOptions {
+                bounds_checks: false,
+                launch_bounds: Some(1024),
+            },
+        );
+        assert!(!unchecked.contains("hg_x >= n1"));
+        assert!(unchecked.contains("__launch_bounds__(1024) hologram_kernel"));
+    }
+
+    #[test]
+    fn calls_use_a_return_stack() {
+        let text = ".kernel c\n.param .buf.u32 out .rw\n    mov.u32 %a, 0;\n    call F;\n    call F;\n    st.u32 out[%gid], %a;\n    exit;\nF:\n    add.u32 %a, %a, 1;\n    ret;\n";
+        let code = gen(text, CodegenOptions::default());
+        assert!(
+            code.contains("hg_u32 hg_rs[1]; hg_u32 hg_sp = 0u;"),
+            "{code}"
+        );
+        assert!(code.contains("hg_rs[hg_sp++] = 2u; goto L5;"), "{code}");
+        assert!(
+            code.contains("case 2u: goto L2; case 3u: goto L3; default: return;"),
+            "{code}"
+        );
+    }
+
+    #[test]
+    fn shared_arrays_are_zeroed_by_the_block() {
+        let text = ".kernel s\n.param .buf.f32 x .rw\n.shared .f32 t[64]\n    st.f32 t[%tid.x], 1.0;\n    barrier;\n    ld.f32 %v, t[3];\n    st.f32 x[%gid], %v;\n";
+        let code = gen(text, CodegenOptions::default());
+        assert!(code.contains("__shared__ hg_f32 sh0[64];"));
+        assert!(code.contains("sh0[hg_k] = 0;"));
+        // A literal index inside a declared array is not checked.
+        assert!(
+            code.contains("{ const hg_u64 hg_x = (hg_u64)(((hg_u64)0x3ull)); r0 = sh0[hg_x]; }"),
+            "{code}"
+        );
+    }
+}

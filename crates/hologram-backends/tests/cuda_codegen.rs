@@ -1,0 +1,69 @@
+//! CUDA code generation for every conformance program, checked and unchecked, plus the generic
+//! GEMM kernels. With the `cuda` feature and NVRTC present (`libnvrtc.so`), every source is also
+//! compiled with NVRTC for `compute_90`; without NVRTC that part is skipped with a message, unless
+//! `HOLOGRAM_REQUIRE_NVRTC=1`, which makes it fail (scripts/test.sh sets it, with NVRTC from PyPI).
+//! `HOLOGRAM_CUDA_DUMP=DIR` writes every generated source to DIR.
+
+use std::path::{Path, PathBuf};
+
+use hologram_backends::cuda::codegen::{generate, CodegenOptions};
+use hologram_isa::{Kernel, Type};
+
+fn conformance_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance")
+}
+
+/// Every kernel to check, with a name.
+fn kernels() -> Vec<(String, Kernel)> {
+    let mut out = Vec::new();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(conformance_dir())
+        .expect("tests/conformance exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "hasm"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let text = std::fs::read_to_string(&p).expect("readable");
+        let name = p
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("?")
+            .to_string();
+        let k = hologram_isa::assemble(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        out.push((name, k));
+    }
+    for ty in [Type::F16, Type::BF16, Type::F32, Type::F64] {
+        let text = hologram_backends::library::gemm::kernel_text(ty);
+        let k = hologram_isa::assemble(&text).expect("gemm kernel assembles");
+        out.push((format!("gemm_{ty}"), k));
+    }
+    out
+}
+
+fn variants() -> [CodegenOptions; 2] {
+    [
+        CodegenOptions::default(),
+        CodegenOptions {
+            bounds_checks: false,
+            launch_bounds: Some(1024),
+        },
+    ]
+}
+
+#[test]
+fn every_conformance_program_generates() {
+    let dump = std::env::var_os("HOLOGRAM_CUDA_DUMP").map(PathBuf::from);
+    let all = kernels();
+    assert!(all.len() >= 72 + 4, "found only {} kernels", all.len());
+    for (name, k) in &all {
+        for opts in variants() {
+            let code = generate(k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(code.contains("hologram_kernel"));
+            if let Some(dir) = &dump {
+                std::fs::create_dir_all(dir).expect("dump dir");
+                let file = dir.join(format!("{name}.{}.cu", opts.tag().replace(';', "_")));
+                std::fs::write(file, &code).expect("dump written");
+            }
+        }
+    }
+}
