@@ -41,3 +41,5 @@ pub use backend::{
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};
 pub use library::{GemmDesc, GemmPrecision};
+#[cfg(feature = "wgpu")]
+pub use wgpu::WgpuBackend;

@@ -3,5 +3,25 @@
 //! Kernels are translated to WGSL ([`codegen`], pure Rust and always built) and run as compute
 //! pipelines. The runtime half (adapter choice, memory, pipeline cache, launches) needs the
 //! `wgpu` cargo feature. See this folder's README.md for the design and the accuracy bounds.
+//!
+//! Launches are synchronous: each one waits for the GPU and reads back the device-side error
+//! word, so an out-of-bounds access is reported by the launch that made it.
 
 pub mod codegen;
+
+#[cfg(feature = "wgpu")]
+pub mod adapter;
+#[cfg(feature = "wgpu")]
+mod device;
+#[cfg(feature = "wgpu")]
+mod launch;
+#[cfg(feature = "wgpu")]
+pub mod memory;
+#[cfg(feature = "wgpu")]
+pub mod pipeline_cache;
+
+#[cfg(feature = "wgpu")]
+pub use self::backend_impl::WgpuBackend;
+
+#[cfg(feature = "wgpu")]
+mod backend_impl;

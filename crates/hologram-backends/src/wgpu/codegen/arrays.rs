@@ -286,10 +286,7 @@ impl ArrayLayout {
             Type::F16 => format!("hg_f2h({v})"),
             _ => format!("hg_f2b({v})"),
         };
-        let mut s = vec![
-            format!("let hg_w = {w};"),
-            format!("let hg_sh = {sh};"),
-        ];
+        let mut s = vec![format!("let hg_w = {w};"), format!("let hg_sh = {sh};")];
         if self.atomic {
             s.push(format!(
                 "atomicAnd(&{}, ~({mask} << hg_sh));",
@@ -301,7 +298,9 @@ impl ArrayLayout {
             ));
         } else {
             let r = self.word_ref("hg_w");
-            s.push(format!("{r} = ({r} & ~({mask} << hg_sh)) | ({bits} << hg_sh);"));
+            s.push(format!(
+                "{r} = ({r} & ~({mask} << hg_sh)) | ({bits} << hg_sh);"
+            ));
         }
         s
     }

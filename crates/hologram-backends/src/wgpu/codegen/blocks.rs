@@ -6,6 +6,11 @@
 //! it) and 2 when it has ended. `call` pushes the return block on a per-lane stack of depth
 //! `KernelFacts::max_call_depth`; `ret` with an empty stack ends the lane like `exit`. A kernel
 //! that is a single block with no jumps is emitted as straight-line code.
+//!
+//! No statement returns early from the middle of a block: `exit` and faults only set
+//! `hg_state`, every later memory access of the block checks it, and the dispatch loop returns
+//! at the next block. (Early returns are lowered by drivers into nested conditionals, one level
+//! per return; Mesa's llvmpipe mis-executes kernels with ~80 of them.)
 
 use std::collections::BTreeSet;
 
@@ -58,7 +63,10 @@ impl Gen<'_> {
                 self.emit_at(pc as u32)?;
             }
             self.line("hg_state = 2u;");
-            return Ok(format!("fn hg_run() {{\n{}}}\n", std::mem::take(&mut self.out)));
+            return Ok(format!(
+                "fn hg_run() {{\n{}}}\n",
+                std::mem::take(&mut self.out)
+            ));
         }
         self.indent = 3;
         let n = self.k.insts.len() as u32;
@@ -82,14 +90,14 @@ impl Gen<'_> {
         }
         let cases = std::mem::take(&mut self.out);
         Ok(format!(
-            "fn hg_run() {{\n    loop {{\n        switch hg_pc {{\n{cases}            default: {{ hg_state = 2u; return; }}\n        }}\n    }}\n}}\n"
+            "fn hg_run() {{\n    loop {{\n        if (hg_state != 0u) {{ return; }}\n        switch hg_pc {{\n{cases}            default: {{ hg_state = 2u; }}\n        }}\n    }}\n}}\n"
         ))
     }
 
     /// Sets the next block (the end of the kernel ends the lane).
     fn goto(&mut self, pc: u32) {
         if pc as usize >= self.k.insts.len() {
-            self.line("hg_state = 2u; return;");
+            self.line("hg_state = 2u;");
         } else {
             self.line(&format!("hg_pc = {pc}u;"));
         }
@@ -137,20 +145,21 @@ impl Gen<'_> {
                 let calls = self.k.facts.max_call_depth > 0;
                 self.branch(inst, next, |g| {
                     if calls {
-                        g.line("if (hg_sp == 0u) { hg_state = 2u; return; }");
-                        g.line("hg_sp = hg_sp - 1u;");
-                        g.line("hg_pc = hg_stack[hg_sp];");
+                        g.line("if (hg_sp == 0u) { hg_state = 2u; } else {");
+                        g.line("    hg_sp = hg_sp - 1u;");
+                        g.line("    hg_pc = hg_stack[hg_sp];");
+                        g.line("}");
                     } else {
-                        g.line("hg_state = 2u; return;");
+                        g.line("hg_state = 2u;");
                     }
                 });
             }
-            Op::Exit => self.branch(inst, next, |g| g.line("hg_state = 2u; return;")),
+            Op::Exit => self.branch(inst, next, |g| g.line("hg_state = 2u;")),
             Op::Barrier if self.barrier_mode => {
                 self.branch(inst, next, |g| {
                     g.goto_parked(next);
                     g.line(&format!("hg_bar = {pc}u;"));
-                    g.line("hg_state = 1u; return;");
+                    g.line("hg_state = 1u;");
                 });
             }
             Op::Barrier => {}

@@ -47,11 +47,13 @@ fn int_to_int(to: Type, from: Type, v: &str) -> String {
             } else {
                 format!("u64({v})")
             };
-            if reg_type(to) == reg_type(if from.is_signed_int() {
-                Type::I64
-            } else {
-                Type::U64
-            }) {
+            if reg_type(to)
+                == reg_type(if from.is_signed_int() {
+                    Type::I64
+                } else {
+                    Type::U64
+                })
+            {
                 wide
             } else {
                 format!("bitcast<{}>({wide})", reg_type(to))

@@ -56,10 +56,7 @@ impl Gen<'_> {
     pub(crate) fn emit_inst(&mut self, inst: &Inst<u32>) -> Result<(), CodegenError> {
         let opaque = {
             let srcs = inst.op.sources();
-            !srcs.is_empty()
-                && srcs
-                    .iter()
-                    .all(|(o, _)| matches!(o, Operand::Imm(_)))
+            !srcs.is_empty() && srcs.iter().all(|(o, _)| matches!(o, Operand::Imm(_)))
         };
         let mut result = Ok(());
         self.guarded(inst, |g| result = g.emit_op(&inst.op, opaque));
@@ -84,6 +81,7 @@ impl Gen<'_> {
                 self.line(&format!("r{dst} = {e};"));
             }
             Op::Binary { op, ty, dst, a, b } => {
+                let a_op = a;
                 let a = o(self, a, *ty);
                 let e = match (op, b) {
                     // A literal shift amount is reduced here: naga cannot fold 64-bit casts.
@@ -91,7 +89,20 @@ impl Gen<'_> {
                         let amount = Value::from_imm(*imm, *ty).to_bits() % ty.bits() as u64;
                         shift(*op, *ty, &a, &format!("{amount}u"))
                     }
-                    _ => binary(*op, *ty, &a, &o(self, b, *ty)),
+                    _ => {
+                        let b_expr = o(self, b, *ty);
+                        if ty.is_float() && super::math::needs_ieee_guard(a_op, b) {
+                            // Shield one operand so drivers' unsafe float folds (x - x = 0,
+                            // x * 0 = 0, x + 0 = x) cannot apply.
+                            // (Only one side when both are the same operand: shielding both
+                            // would make them equal again after common-subexpression folding.)
+                            let g = |x: &str| super::math::opaque(*ty, x);
+                            let b_expr = if a_op == b { b_expr } else { g(&b_expr) };
+                            binary(*op, *ty, &g(&a), &b_expr)
+                        } else {
+                            binary(*op, *ty, &a, &b_expr)
+                        }
+                    }
                 };
                 self.line(&format!("r{dst} = {e};"));
             }
@@ -104,7 +115,11 @@ impl Gen<'_> {
                 c,
             } => {
                 let (a, b, c) = (o(self, a, *ty), o(self, b, *ty), o(self, c, *ty));
-                let e = ternary(*op, *ty, &a, &b, &c);
+                let e = if ty.is_float() {
+                    super::math::float_ternary(*op, *ty, &a, &b, &c, self.opts.float64)
+                } else {
+                    ternary(*op, *ty, &a, &b, &c)
+                };
                 self.line(&format!("r{dst} = {e};"));
             }
             Op::Setp { cmp, ty, dst, a, b } => {
@@ -119,11 +134,7 @@ impl Gen<'_> {
                 b,
                 cond,
             } => {
-                let (a, b, c) = (
-                    o(self, a, *ty),
-                    o(self, b, *ty),
-                    o(self, cond, Type::Pred),
-                );
+                let (a, b, c) = (o(self, a, *ty), o(self, b, *ty), o(self, cond, Type::Pred));
                 self.line(&format!("r{dst} = select({b}, {a}, {c});"));
             }
             Op::Ld { dst, mem, .. } => {
@@ -152,7 +163,9 @@ impl Gen<'_> {
                 let a = o(self, a, *ty);
                 let b = b.as_ref().map(|b| o(self, b, *ty));
                 let (op, ty, dst) = (*op, *ty, *dst);
-                self.checked(mem, |g, i| g.atomic(op, ty, dst, mem.array, i, &a, b.as_deref()));
+                self.checked(mem, |g, i| {
+                    g.atomic(op, ty, dst, mem.array, i, &a, b.as_deref())
+                });
             }
             Op::Fence { .. } => {
                 // WGSL has no memory fence outside of control barriers; storage and workgroup
@@ -183,7 +196,7 @@ impl Gen<'_> {
                     });
                     let bits = *v as i64 as u64;
                     self.line(&format!(
-                        "hg_oob({site}u, {}u, {}u); return;",
+                        "if (hg_state == 0u) {{ hg_oob({site}u, {}u, {}u); }}",
                         bits as u32,
                         (bits >> 32) as u32
                     ));
@@ -230,16 +243,21 @@ impl Gen<'_> {
                 "0u".to_string(),
             ),
         };
+        // A lane that has ended (exit, or an earlier fault) skips every later access.
         if self.opts.bounds_checks {
-            self.line(&format!("if ({cond}) {{"));
+            self.line(&format!("if (hg_state == 0u && {cond}) {{"));
             self.indent += 1;
             body(self, &elem);
             self.indent -= 1;
-            self.line("} else {");
-            self.line(&format!("    hg_oob({site}u, {lo}, {hi}); return;"));
+            self.line("} else if (hg_state == 0u) {");
+            self.line(&format!("    hg_oob({site}u, {lo}, {hi});"));
             self.line("}");
         } else {
+            self.line("if (hg_state == 0u) {");
+            self.indent += 1;
             body(self, &elem);
+            self.indent -= 1;
+            self.line("}");
         }
         self.indent -= 1;
         self.line("}");
@@ -377,7 +395,7 @@ pub(crate) fn binary(op: BinaryOp, ty: Type, a: &str, b: &str) -> String {
         BinaryOp::Or => format!("({a} | {b})"),
         BinaryOp::Xor => format!("({a} ^ {b})"),
         BinaryOp::Shl | BinaryOp::Shr => String::new(), // handled above
-        BinaryOp::Pow => format!("({a} * {b})"), // unreachable: pow is floats only
+        BinaryOp::Pow => format!("({a} * {b})"),        // unreachable: pow is floats only
     };
     // Narrow results are re-normalized (mul/add/shl may leave the narrow range; div of
     // MIN by -1 too). Bitwise ops on normalized values stay normalized.
@@ -405,7 +423,7 @@ fn shift(op: BinaryOp, ty: Type, a: &str, amount: &str) -> String {
 /// Three-operand operations.
 pub(crate) fn ternary(op: TernaryOp, ty: Type, a: &str, b: &str, c: &str) -> String {
     if ty.is_float() {
-        return super::math::float_ternary(op, ty, a, b, c);
+        return super::math::float_ternary(op, ty, a, b, c, false);
     }
     let e = format!("({a} * {b} + {c})");
     if is_narrow(ty) {

@@ -7,7 +7,7 @@
 //! `e_expf.c`/`e_logf.c`, `erf` after `s_erff.c`, sin/cos/tan/tanh after Cephes, and a
 //! bit-by-bit correctly rounded `sqrt`. Bounds measured on lavapipe are in the backend README.
 
-use hologram_isa::{BinaryOp, TernaryOp, Type, UnaryOp};
+use hologram_isa::{BinaryOp, Imm, Operand, TernaryOp, Type, UnaryOp};
 
 use super::prelude::Helper;
 use super::types::normalize;
@@ -67,15 +67,49 @@ pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str) -> String {
 }
 
 /// `mad` (two roundings) and `fma` (one).
-pub(crate) fn float_ternary(op: TernaryOp, ty: Type, a: &str, b: &str, c: &str) -> String {
+///
+/// Vulkan lets drivers implement `fma` as a multiply and an add (lavapipe does), so `fma` is
+/// emulated exactly: f32 through f64 (an exact product, an exact sum error, and round-to-odd
+/// before the final rounding); f64 with Boldo and Melquiond's error-free algorithm. Without
+/// f64 support, f32 `fma` is WGSL's `fma` (fused on Metal and NVIDIA).
+pub(crate) fn float_ternary(
+    op: TernaryOp,
+    ty: Type,
+    a: &str,
+    b: &str,
+    c: &str,
+    float64: bool,
+) -> String {
     let e = match op {
         // The product goes through `hg_mul_rounded` so the driver cannot contract it into an
         // fma with the add.
         TernaryOp::Mad if ty == Type::F64 => format!("(hg_mul_rounded64({a}, {b}) + {c})"),
         TernaryOp::Mad => format!("(hg_mul_rounded({a}, {b}) + {c})"),
+        TernaryOp::Fma if ty == Type::F64 => format!("hg_fma64({a}, {b}, {c})"),
+        TernaryOp::Fma if float64 => format!("hg_fma32({a}, {b}, {c})"),
         TernaryOp::Fma => format!("fma({a}, {b}, {c})"),
     };
     normalize(ty, &e)
+}
+
+/// True when a float binary operation's operands could let a driver apply a fold that is wrong
+/// for infinities, NaN or signed zeros: the same operand twice, or a literal 0 or 1.
+pub(crate) fn needs_ieee_guard(a: &Operand<u32>, b: &Operand<u32>) -> bool {
+    let special = |o: &Operand<u32>| match o {
+        Operand::Imm(Imm::Float(f)) => *f == 0.0 || f.abs() == 1.0,
+        Operand::Imm(Imm::Int(i)) => *i == 0 || i.abs() == 1,
+        _ => false,
+    };
+    a == b || special(a) || special(b)
+}
+
+/// An expression equal to `x` that compilers cannot see through.
+pub(crate) fn opaque(ty: Type, x: &str) -> String {
+    if ty == Type::F64 {
+        format!("bitcast<f64>(bitcast<u64>({x}) ^ u64(hg_zero))")
+    } else {
+        format!("bitcast<f32>(bitcast<u32>({x}) ^ hg_zero)")
+    }
 }
 
 /// Transcendental helpers (f32).

@@ -156,7 +156,7 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         .arrays
         .iter()
         .filter_map(|a| match a.space {
-            Space::Buffer { param, binding } => Some((param, binding)),
+            Space::Buffer { param, binding } if binding != u32::MAX => Some((param, binding)),
             _ => None,
         })
         .collect();
@@ -199,9 +199,7 @@ fn check_support(kernel: &Kernel, opts: &CodegenOptions) -> Result<(), CodegenEr
                 )));
             }
             Op::Unary {
-                op,
-                ty: Type::F64,
-                ..
+                op, ty: Type::F64, ..
             } if !wide::f64_unary_supported(*op) => {
                 return Err(CodegenError::Unsupported(format!(
                     "f64 {} (WGSL has no f64 transcendental functions)",
@@ -319,9 +317,13 @@ impl Gen<'_> {
         let mut m = String::new();
         let _ = writeln!(m, "@compute @workgroup_size({bx}, {by}, {bz})");
         m.push_str("fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>) {\n");
+        // hg_zero is 0, but read from memory so no compiler can fold it (see types::literal).
+        m.push_str("    hg_zero = hg_args[5];\n");
         m.push_str("    hg_nctaid = vec3<u32>(hg_args[0], hg_args[1], hg_args[2]);\n");
         m.push_str("    if (hg_args[3] != 0u) {\n");
-        m.push_str("        // The grid was folded to fit the dispatch limits: unfold the linear index.\n");
+        m.push_str(
+            "        // The grid was folded to fit the dispatch limits: unfold the linear index.\n",
+        );
         m.push_str("        let l = hg_wid.x + hg_nwg.x * (hg_wid.y + hg_nwg.y * hg_wid.z);\n");
         m.push_str("        if (l >= hg_args[4]) { return; }\n");
         m.push_str("        hg_ctaid = vec3<u32>(l % hg_nctaid.x, (l / hg_nctaid.x) % hg_nctaid.y, l / (hg_nctaid.x * hg_nctaid.y));\n");

@@ -140,6 +140,9 @@ mod tests {
             "bitcast<f32>(0x3f800000u)"
         );
         assert_eq!(literal(Value::Pred(true), true), "(hg_zero == 0u)");
-        assert_eq!(literal(Value::I64(-1), false), "bitcast<i64>(0xfffffffffffffffflu)");
+        assert_eq!(
+            literal(Value::I64(-1), false),
+            "bitcast<i64>(0xfffffffffffffffflu)"
+        );
     }
 }

@@ -1,0 +1,320 @@
+//! `WgpuBackend` and its [`Backend`] implementation.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use hologram_isa::Kernel;
+
+use super::adapter::{AdapterOptions, Api};
+use super::codegen::{self, CodegenError, CodegenOptions};
+use super::device::Gpu;
+use super::launch;
+use super::memory::{self, WgpuMemory};
+use super::pipeline_cache::{self, PipelineCache, PipelineCacheStats};
+use crate::backend::{
+    Backend, BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
+};
+use crate::error::{BackendError, Result};
+use crate::launch::{check_launch, check_range};
+
+static NEXT_OWNER: AtomicUsize = AtomicUsize::new(1);
+
+/// Shared memory the generated code reserves for itself (barrier counters, word padding).
+const RESERVED_SHARED_BYTES: usize = 64;
+
+/// A GPU through wgpu.
+pub struct WgpuBackend {
+    gpu: Gpu,
+    api: Api,
+    owner: usize,
+    cache: PipelineCache,
+    /// Adapter identity for cache keys: name, backend, driver.
+    target: String,
+}
+
+impl std::fmt::Debug for WgpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WgpuBackend({})", self.target)
+    }
+}
+
+/// A kernel compiled for this backend: validated and checked against the adapter's features.
+/// Pipelines are built per block size at launch (cached).
+struct WgpuKernel {
+    kernel: Arc<Kernel>,
+}
+
+impl WgpuBackend {
+    /// Opens the best adapter of `api`: hardware first; a software adapter only with
+    /// `HOLOGRAM_WGPU_ALLOW_SOFTWARE=1`.
+    pub fn new(api: Api) -> Result<Self> {
+        Self::with_options(&AdapterOptions::from_env(api))
+    }
+
+    /// Opens an adapter with explicit options (tests use `allow_software: true`).
+    pub fn with_options(opts: &AdapterOptions) -> Result<Self> {
+        let gpu = Gpu::open(opts)?;
+        let target = format!(
+            "{};{:?};{};{}",
+            gpu.info.name, gpu.info.backend, gpu.info.driver, gpu.info.driver_info
+        );
+        Ok(WgpuBackend {
+            gpu,
+            api: opts.api,
+            owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
+            cache: PipelineCache::default(),
+            target,
+        })
+    }
+
+    /// The native API in use.
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
+    /// True when the adapter is a software rasterizer (lavapipe, llvmpipe, WARP).
+    pub fn is_software(&self) -> bool {
+        self.gpu.info.device_type == ::wgpu::DeviceType::Cpu
+    }
+
+    /// Pipeline cache hit and miss counts.
+    pub fn pipeline_cache_stats(&self) -> PipelineCacheStats {
+        self.cache.stats()
+    }
+
+    /// The WGSL this backend generates for a kernel launched with `config`.
+    pub fn wgsl(&self, kernel: &Kernel, config: &LaunchConfig) -> Result<String> {
+        let opts = launch::options(&self.gpu, config);
+        generate(kernel, &opts, &self.gpu.info.name).map(|g| g.wgsl)
+    }
+
+    fn memory<'a>(&self, m: &'a Memory) -> Result<&'a WgpuMemory> {
+        let mem = m
+            .as_any()
+            .downcast_ref::<WgpuMemory>()
+            .ok_or_else(|| BackendError::ForeignBuffer("not wgpu memory".into()))?;
+        if mem.owner != self.owner {
+            return Err(BackendError::ForeignBuffer(
+                "memory of another wgpu device".into(),
+            ));
+        }
+        Ok(mem)
+    }
+
+    fn device_err(&self, what: &'static str) -> impl FnOnce(String, bool) -> BackendError + '_ {
+        move |msg, oom| {
+            if oom {
+                BackendError::OutOfMemory {
+                    bytes: 0,
+                    device: self.gpu.info.name.clone(),
+                }
+            } else {
+                BackendError::Device(format!("{what} failed: {msg}"))
+            }
+        }
+    }
+}
+
+fn generate(kernel: &Kernel, opts: &CodegenOptions, device: &str) -> Result<codegen::Generated> {
+    codegen::generate(kernel, opts).map_err(|e| match e {
+        CodegenError::Unsupported(feature) => BackendError::Unsupported {
+            kernel: kernel.name.clone(),
+            feature,
+            device: device.to_string(),
+        },
+    })
+}
+
+impl Backend for WgpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Wgpu
+    }
+
+    fn info(&self) -> DeviceInfo {
+        let i = &self.gpu.info;
+        let driver = [i.driver.as_str(), i.driver_info.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        DeviceInfo {
+            kind: BackendKind::Wgpu,
+            name: i.name.clone(),
+            memory_bytes: None,
+            compute_units: 0,
+            arch: format!("{:?} {:?}", i.backend, i.device_type),
+            driver: (!driver.is_empty()).then_some(driver),
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let l = &self.gpu.limits;
+        Capabilities {
+            max_block_lanes: l.max_compute_invocations_per_workgroup,
+            max_shared_bytes: (l.max_compute_workgroup_storage_size as usize)
+                .saturating_sub(RESERVED_SHARED_BYTES)
+                .min(hologram_isa::MAX_SHARED_BYTES),
+            host_memory: false,
+        }
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<Memory> {
+        let size = memory::padded(bytes);
+        let oom = || BackendError::OutOfMemory {
+            bytes,
+            device: self.gpu.info.name.clone(),
+        };
+        if size > self.gpu.limits.max_buffer_size {
+            return Err(oom());
+        }
+        let buffer = self.gpu.scoped(
+            || {
+                self.gpu.device.create_buffer(&::wgpu::BufferDescriptor {
+                    label: Some("hologram"),
+                    size,
+                    usage: ::wgpu::BufferUsages::STORAGE
+                        | ::wgpu::BufferUsages::COPY_SRC
+                        | ::wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            },
+            |_, _| oom(),
+        )?;
+        Ok(Arc::new(WgpuMemory::new(buffer, bytes, self.owner)))
+    }
+
+    fn copy_in(&self, dst: &Memory, offset: usize, src: &[u8]) -> Result<()> {
+        let m = self.memory(dst)?;
+        check_range(offset, src.len(), dst.size())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let (start, end) = memory::word_range(offset, src.len());
+        let data: std::borrow::Cow<[u8]> =
+            if start == offset as u64 && end == (offset + src.len()) as u64 {
+                src.into()
+            } else {
+                // Unaligned edges: merge with the words' current contents.
+                let mut words = self.gpu.read(&m.buffer, start, end - start)?;
+                let at = offset - start as usize;
+                words[at..at + src.len()].copy_from_slice(src);
+                words.into()
+            };
+        self.gpu.scoped(
+            || self.gpu.queue.write_buffer(&m.buffer, start, &data),
+            self.device_err("copy to the device"),
+        )
+    }
+
+    fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let m = self.memory(src)?;
+        check_range(offset, dst.len(), src.size())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let (start, end) = memory::word_range(offset, dst.len());
+        let words = self.gpu.read(&m.buffer, start, end - start)?;
+        let at = offset - start as usize;
+        dst.copy_from_slice(&words[at..at + dst.len()]);
+        Ok(())
+    }
+
+    fn copy(
+        &self,
+        src: &Memory,
+        src_offset: usize,
+        dst: &Memory,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let (s, d) = (self.memory(src)?, self.memory(dst)?);
+        check_range(src_offset, len, src.size())?;
+        check_range(dst_offset, len, dst.size())?;
+        let aligned = src_offset % 4 == 0 && dst_offset % 4 == 0 && len % 4 == 0;
+        if len == 0 {
+            return Ok(());
+        }
+        if !aligned || Arc::ptr_eq(src, dst) || s.buffer == d.buffer {
+            // Unaligned or within one buffer: through the host.
+            let mut tmp = vec![0u8; len];
+            self.copy_out(src, src_offset, &mut tmp)?;
+            return self.copy_in(dst, dst_offset, &tmp);
+        }
+        self.gpu.scoped(
+            || {
+                let mut enc = self
+                    .gpu
+                    .device
+                    .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
+                enc.copy_buffer_to_buffer(
+                    &s.buffer,
+                    src_offset as u64,
+                    &d.buffer,
+                    dst_offset as u64,
+                    len as u64,
+                );
+                self.gpu.queue.submit([enc.finish()]);
+            },
+            self.device_err("device copy"),
+        )
+    }
+
+    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
+        let _span =
+            tracing::debug_span!("compile", backend = "wgpu", kernel = %kernel.name).entered();
+        // Reject what the adapter cannot run now, before any launch.
+        let opts = launch::options(&self.gpu, &LaunchConfig::linear(1, 64));
+        generate(kernel, &opts, &self.gpu.info.name)?;
+        Ok(CompiledKernel::new(
+            kernel.clone(),
+            Arc::new(WgpuKernel {
+                kernel: kernel.clone(),
+            }),
+        ))
+    }
+
+    fn launch(
+        &self,
+        kernel: &CompiledKernel,
+        config: &LaunchConfig,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        let k: &WgpuKernel = kernel.downcast().ok_or_else(|| BackendError::Compile {
+            kernel: kernel.kernel().name.clone(),
+            log: "this kernel was compiled by another backend".into(),
+        })?;
+        let kern = &k.kernel;
+        let _span = tracing::debug_span!("launch", backend = "wgpu", kernel = %kern.name, grid = ?config.grid, block = ?config.block).entered();
+        check_launch(kern, config, args, &self.capabilities())?;
+        let l = &self.gpu.limits;
+        let max = [
+            l.max_compute_workgroup_size_x,
+            l.max_compute_workgroup_size_y,
+            l.max_compute_workgroup_size_z,
+        ];
+        if config.block.iter().zip(max).any(|(&b, m)| b > m) {
+            return Err(BackendError::InvalidLaunch {
+                kernel: kern.name.clone(),
+                reason: format!(
+                    "block {:?} exceeds the device's per-axis limits {max:?}",
+                    config.block
+                ),
+            });
+        }
+        if config.grid_blocks() == 0 {
+            return Ok(());
+        }
+        let opts = launch::options(&self.gpu, config);
+        let key = pipeline_cache::key(kern, &self.target, &opts);
+        let pipeline = self.cache.get_or_build(key, || {
+            let generated = generate(kern, &opts, &self.gpu.info.name)?;
+            launch::build_pipeline(&self.gpu, kern, generated)
+        })?;
+        launch::run(&self.gpu, self.owner, kern, &pipeline, config, args)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.gpu.wait()
+    }
+}

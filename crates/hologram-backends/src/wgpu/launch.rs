@@ -1,0 +1,339 @@
+//! Launching: pipeline lookup, the argument words, the bind group, the dispatch (folding grids
+//! larger than the per-dimension dispatch limit), and decoding the device-side error word.
+
+use std::sync::Arc;
+
+use hologram_isa::{ArrayRef, Kernel, ParamKind, Type};
+
+use super::codegen::{self, CodegenOptions, Generated};
+use super::device::Gpu;
+use super::memory::WgpuMemory;
+use super::pipeline_cache::Pipeline;
+use crate::backend::{KernelArg, LaunchConfig};
+use crate::error::{BackendError, Result};
+
+/// Builds the compute pipeline for generated WGSL.
+pub(crate) fn build_pipeline(gpu: &Gpu, kernel: &Kernel, generated: Generated) -> Result<Pipeline> {
+    let compile_err = |msg: String| BackendError::Compile {
+        kernel: kernel.name.clone(),
+        log: msg,
+    };
+    let mut entries = vec![
+        storage_entry(codegen::ERR_BINDING, false),
+        storage_entry(codegen::ARGS_BINDING, true),
+    ];
+    for (_, binding) in &generated.buffer_bindings {
+        entries.push(storage_entry(*binding, false));
+    }
+    let wgsl = generated.wgsl.clone();
+    let (pipeline, layout) = gpu.scoped(
+        || {
+            let module = gpu
+                .device
+                .create_shader_module(::wgpu::ShaderModuleDescriptor {
+                    label: Some(&kernel.name),
+                    source: ::wgpu::ShaderSource::Wgsl(wgsl.into()),
+                });
+            let layout = gpu
+                .device
+                .create_bind_group_layout(&::wgpu::BindGroupLayoutDescriptor {
+                    label: Some(&kernel.name),
+                    entries: &entries,
+                });
+            let pl = gpu
+                .device
+                .create_pipeline_layout(&::wgpu::PipelineLayoutDescriptor {
+                    label: Some(&kernel.name),
+                    bind_group_layouts: &[Some(&layout)],
+                    immediate_size: 0,
+                });
+            let pipeline = gpu
+                .device
+                .create_compute_pipeline(&::wgpu::ComputePipelineDescriptor {
+                    label: Some(&kernel.name),
+                    layout: Some(&pl),
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                });
+            (pipeline, layout)
+        },
+        |msg, _| compile_err(format!("{msg}\n--- generated WGSL ---\n{}", generated.wgsl)),
+    )?;
+    Ok(Pipeline {
+        pipeline,
+        layout,
+        generated,
+    })
+}
+
+fn storage_entry(binding: u32, read_only: bool) -> ::wgpu::BindGroupLayoutEntry {
+    ::wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: ::wgpu::ShaderStages::COMPUTE,
+        ty: ::wgpu::BindingType::Buffer {
+            ty: ::wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+/// Dispatch dimensions and the folding words of the argument header.
+fn dispatch_dims(config: &LaunchConfig, max: u32, kernel: &Kernel) -> Result<([u32; 3], u32)> {
+    if config.grid.iter().all(|&d| d <= max) {
+        return Ok((config.grid, 0));
+    }
+    let total = config.grid_blocks();
+    let x = total.min(max as u64);
+    let rest = total.div_ceil(x);
+    let y = rest.min(max as u64);
+    let z = rest.div_ceil(y);
+    if z > max as u64 {
+        return Err(BackendError::InvalidLaunch {
+            kernel: kernel.name.clone(),
+            reason: format!("{total} blocks exceed the device's dispatch limits ({max}^3)"),
+        });
+    }
+    Ok(([x as u32, y as u32, z as u32], 1))
+}
+
+/// Everything one launch binds.
+struct Bound<'a> {
+    words: Vec<u32>,
+    buffers: Vec<(u32, &'a ::wgpu::Buffer)>,
+    /// Element length of each buffer parameter (for error messages).
+    lens: Vec<u64>,
+}
+
+fn bind_args<'a>(
+    kernel: &Kernel,
+    generated: &Generated,
+    config: &LaunchConfig,
+    args: &'a [KernelArg],
+    owner: usize,
+    fold: (u32, u64),
+) -> Result<Bound<'a>> {
+    let bad = |reason: String| BackendError::InvalidArgument {
+        kernel: kernel.name.clone(),
+        reason,
+    };
+    let mut words = vec![0u32; generated.args_words.max(codegen::ARGS_HEADER_WORDS)];
+    words[..3].copy_from_slice(&config.grid);
+    words[3] = fold.0;
+    words[4] = fold.1 as u32;
+    let mut buffers = Vec::new();
+    let mut lens = vec![0u64; kernel.params.len()];
+    for (i, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
+        let w = codegen::param_word(i as u32);
+        match (&param.kind, arg) {
+            (ParamKind::Buffer { elem, .. }, KernelArg::Buffer(b)) => {
+                let mem = b
+                    .memory
+                    .as_any()
+                    .downcast_ref::<WgpuMemory>()
+                    .ok_or_else(|| BackendError::ForeignBuffer("not wgpu memory".into()))?;
+                if mem.owner != owner {
+                    return Err(BackendError::ForeignBuffer(
+                        "memory of another wgpu device".into(),
+                    ));
+                }
+                let size = elem.size_bytes();
+                let (off, len) = (b.offset / size, b.len / size);
+                if off + len > u32::MAX as usize {
+                    return Err(bad(format!(
+                        "buffer '{}' reaches element {}; the wgpu backend addresses at most 2^32 elements",
+                        param.name,
+                        off + len
+                    )));
+                }
+                words[w] = off as u32;
+                words[w + 1] = len as u32;
+                lens[i] = len as u64;
+                if let Some((_, binding)) = generated
+                    .buffer_bindings
+                    .iter()
+                    .find(|(p, _)| *p == i as u32)
+                {
+                    buffers.push((*binding, &mem.buffer));
+                }
+            }
+            (ParamKind::Scalar(_), KernelArg::Scalar(v)) => {
+                let bits = v.to_bits();
+                words[w] = bits as u32;
+                words[w + 1] = (bits >> 32) as u32;
+            }
+            _ => {
+                return Err(bad(format!(
+                    "'{}' has the wrong kind of argument",
+                    param.name
+                )))
+            }
+        }
+    }
+    Ok(Bound {
+        words,
+        buffers,
+        lens,
+    })
+}
+
+/// Runs one launch to completion and returns the device-side error, if any.
+pub(crate) fn run(
+    gpu: &Gpu,
+    owner: usize,
+    kernel: &Kernel,
+    pipeline: &Arc<Pipeline>,
+    config: &LaunchConfig,
+    args: &[KernelArg],
+) -> Result<()> {
+    let (dims, fold) = dispatch_dims(
+        config,
+        gpu.limits.max_compute_workgroups_per_dimension,
+        kernel,
+    )?;
+    let bound = bind_args(
+        kernel,
+        &pipeline.generated,
+        config,
+        args,
+        owner,
+        (fold, config.grid_blocks()),
+    )?;
+    let readback = gpu.scoped(
+        || {
+            use ::wgpu::util::DeviceExt;
+            let args_buf = gpu
+                .device
+                .create_buffer_init(&::wgpu::util::BufferInitDescriptor {
+                    label: Some("hologram args"),
+                    contents: bytemuck::cast_slice(&bound.words),
+                    usage: ::wgpu::BufferUsages::STORAGE,
+                });
+            let err_buf = gpu
+                .device
+                .create_buffer_init(&::wgpu::util::BufferInitDescriptor {
+                    label: Some("hologram error word"),
+                    contents: &[0u8; 4 * codegen::ERR_WORDS],
+                    usage: ::wgpu::BufferUsages::STORAGE | ::wgpu::BufferUsages::COPY_SRC,
+                });
+            let readback = gpu.device.create_buffer(&::wgpu::BufferDescriptor {
+                label: Some("hologram error readback"),
+                size: 4 * codegen::ERR_WORDS as u64,
+                usage: ::wgpu::BufferUsages::MAP_READ | ::wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut entries = vec![
+                ::wgpu::BindGroupEntry {
+                    binding: codegen::ERR_BINDING,
+                    resource: err_buf.as_entire_binding(),
+                },
+                ::wgpu::BindGroupEntry {
+                    binding: codegen::ARGS_BINDING,
+                    resource: args_buf.as_entire_binding(),
+                },
+            ];
+            for (binding, buf) in &bound.buffers {
+                entries.push(::wgpu::BindGroupEntry {
+                    binding: *binding,
+                    resource: buf.as_entire_binding(),
+                });
+            }
+            let group = gpu.device.create_bind_group(&::wgpu::BindGroupDescriptor {
+                label: Some(&kernel.name),
+                layout: &pipeline.layout,
+                entries: &entries,
+            });
+            let mut enc = gpu
+                .device
+                .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
+            {
+                let mut pass = enc.begin_compute_pass(&::wgpu::ComputePassDescriptor {
+                    label: Some(&kernel.name),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(&pipeline.pipeline);
+                pass.set_bind_group(0, &group, &[]);
+                pass.dispatch_workgroups(dims[0], dims[1], dims[2]);
+            }
+            enc.copy_buffer_to_buffer(&err_buf, 0, &readback, 0, 4 * codegen::ERR_WORDS as u64);
+            gpu.queue.submit([enc.finish()]);
+            readback
+        },
+        |msg, oom| {
+            if oom {
+                BackendError::OutOfMemory {
+                    bytes: 0,
+                    device: gpu.info.name.clone(),
+                }
+            } else {
+                BackendError::Device(format!("launch of '{}' failed: {msg}", kernel.name))
+            }
+        },
+    )?;
+    let bytes = gpu.map_read(&readback)?;
+    let err: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    decode_error(kernel, &pipeline.generated, &bound.lens, &err)
+}
+
+/// Turns the error words into the launch's result.
+fn decode_error(kernel: &Kernel, generated: &Generated, lens: &[u64], err: &[u32]) -> Result<()> {
+    if err.first().copied().unwrap_or(0) == 0 {
+        return Ok(());
+    }
+    let word = |i: usize| err.get(i).copied().unwrap_or(0);
+    match word(1) {
+        codegen::ERR_OUT_OF_BOUNDS => {
+            let site = generated
+                .sites
+                .get(word(2) as usize)
+                .copied()
+                .ok_or_else(|| BackendError::Device("corrupt out-of-bounds report".into()))?;
+            let (name, _, fixed) = kernel.array_info(site.array);
+            let len = match kernel.array(site.array) {
+                ArrayRef::Param(p) => lens.get(p as usize).copied().unwrap_or(0),
+                _ => fixed.unwrap_or(0) as u64,
+            };
+            let (lo, hi) = (word(3) as u64, word(4) as u64);
+            let index = match site.index_ty {
+                Some(Type::I8 | Type::I16 | Type::I32) => lo as u32 as i32 as i128,
+                Some(Type::U64) => ((hi << 32) | lo) as i128,
+                Some(Type::I64) | None => ((hi << 32) | lo) as i64 as i128,
+                Some(_) => lo as i128,
+            };
+            Err(BackendError::OutOfBounds {
+                kernel: kernel.name.clone(),
+                array: name.to_string(),
+                index,
+                len,
+            })
+        }
+        codegen::ERR_BARRIER_DIVERGENCE => Err(BackendError::BarrierDivergence {
+            kernel: kernel.name.clone(),
+            block: word(2) as u64,
+            pcs: vec![word(3), word(4)],
+        }),
+        other => Err(BackendError::Device(format!(
+            "unknown device error kind {other}"
+        ))),
+    }
+}
+
+/// The codegen options of a launch on this device.
+pub(crate) fn options(gpu: &Gpu, config: &LaunchConfig) -> CodegenOptions {
+    CodegenOptions {
+        block: config.block,
+        bounds_checks: config.bounds_checks,
+        int64: gpu.features.contains(::wgpu::Features::SHADER_INT64),
+        float64: gpu.features.contains(::wgpu::Features::SHADER_F64),
+        int64_atomics: gpu
+            .features
+            .contains(::wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS),
+        max_storage_buffers: gpu.limits.max_storage_buffers_per_shader_stage,
+    }
+}
