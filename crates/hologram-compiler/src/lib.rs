@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod canon;
+pub mod patterns;
 
 use std::fmt;
 

@@ -80,6 +80,15 @@ pub(crate) fn open(kind: BackendType) -> Result<Arc<dyn Backend>> {
     };
     match kind {
         BackendType::Cpu => Ok(Arc::new(CpuBackend::new())),
+        #[cfg(feature = "cuda")]
+        BackendType::Cuda => match hologram_backends::cuda::CudaBackend::new() {
+            Ok(b) => Ok(Arc::new(b)),
+            Err(hologram_backends::BackendError::Unavailable { reason, .. }) => {
+                Err(unavailable(&reason))
+            }
+            Err(e) => Err(e.into()),
+        },
+        #[cfg(not(feature = "cuda"))]
         BackendType::Cuda => Err(unavailable(
             "this build of Hologram has no CUDA support (build with the 'cuda' feature)",
         )),

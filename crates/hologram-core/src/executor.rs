@@ -86,6 +86,11 @@ impl Executor {
         Ok(Self::from_backend(kind, backend))
     }
 
+    /// An executor on a backend built by the caller (for tests and custom setups).
+    pub fn with_backend(backend_type: BackendType, backend: Arc<dyn Backend>) -> Self {
+        Self::from_backend(backend_type, backend)
+    }
+
     /// An executor on the CPU backend (always available).
     pub fn cpu() -> Self {
         Self::from_backend(

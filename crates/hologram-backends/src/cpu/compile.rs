@@ -93,6 +93,8 @@ pub(crate) struct CpuKernel {
     pub specials: Vec<(Special, Slot)>,
     pub consts: Vec<(Slot, Type, ConstSource)>,
     pub zero_init: Vec<Slot>,
+    /// A native loop for a recognized element-wise map.
+    pub native: Option<super::native::NativeMap>,
 }
 
 struct Lowering<'k> {
@@ -393,5 +395,6 @@ pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
         specials,
         consts: l.const_list,
         zero_init: kernel.facts.zero_init.clone(),
+        native: None,
     })
 }

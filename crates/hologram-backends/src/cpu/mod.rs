@@ -11,6 +11,7 @@ mod gemm;
 mod lanes;
 mod memops;
 mod memory;
+mod native;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,15 +36,28 @@ pub const MAX_BLOCK_LANES: u32 = 1024;
 const BATCH_LANES: usize = 1024;
 
 /// The CPU backend. Always available.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CpuBackend {
-    _private: (),
+    /// Run recognized patterns (element-wise maps) as native loops.
+    native_patterns: bool,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new()
+    }
 }
 
 impl CpuBackend {
     /// Creates the backend (it uses rayon's global thread pool).
     pub fn new() -> Self {
-        CpuBackend { _private: () }
+        CpuBackend { native_patterns: true }
+    }
+
+    /// A backend that runs every kernel on the interpreter, recognized patterns included (for
+    /// testing the two paths against each other).
+    pub fn interpreter_only() -> Self {
+        CpuBackend { native_patterns: false }
     }
 
     fn memory<'a>(&self, m: &'a Memory) -> Result<&'a CpuMemory> {
@@ -131,7 +145,11 @@ impl Backend for CpuBackend {
     fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
         let _span =
             tracing::debug_span!("compile", backend = "cpu", kernel = %kernel.name).entered();
-        let lowered = compile::lower(kernel)?;
+        let mut lowered = compile::lower(kernel)?;
+        if let Some(pattern) = hologram_compiler::patterns::recognize_map(kernel).filter(|_| self.native_patterns) {
+            tracing::debug!(kernel = %kernel.name, "recognized an element-wise map: native loop");
+            lowered.native = Some(native::NativeMap::plan(&lowered, pattern));
+        }
         Ok(CompiledKernel::new(kernel.clone(), Arc::new(lowered)))
     }
 
@@ -189,6 +207,15 @@ impl Backend for CpuBackend {
                 _ => unreachable_mismatch()?,
             }
         }
+        let const_bits = exec::const_bits(k, &scalars);
+        if let Some(native) = &k.native {
+            let total = blocks.saturating_mul(block_lanes as u64);
+            if let Some(n) = native.count(&globals, &scalars, total) {
+                let sizes: Vec<usize> = kern.params.iter().map(|p| p.ty().size_bytes()).collect();
+                native.run(k, &globals, &const_bits, &sizes, n);
+                return Ok(());
+            }
+        }
         let ctx = LaunchCtx {
             k,
             grid: config.grid,
@@ -197,7 +224,7 @@ impl Backend for CpuBackend {
             batch_blocks,
             lanes,
             globals,
-            const_bits: exec::const_bits(k, &scalars),
+            const_bits,
         };
         let failed = AtomicBool::new(false);
         let first_error: Mutex<Option<BackendError>> = Mutex::new(None);

@@ -13,6 +13,9 @@ use crate::tensor::layout::{contiguous_strides, Layout};
 /// How an input (or the output) is addressed relative to the output's element index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Access {
+    /// Element `i` is at `i` (offset 0: the index is `%gid` itself, which the CPU backend
+    /// recognizes as an element-wise map).
+    Dense,
     /// Element `i` is at `offset + i`.
     Contiguous,
     /// Every element is at `offset` (a broadcast scalar).
@@ -25,6 +28,8 @@ impl Access {
     pub fn of(layout: &Layout) -> Access {
         if layout.strides.iter().all(|&s| s == 0) {
             Access::Scalar
+        } else if layout.strides == contiguous_strides(&layout.shape) && layout.offset == 0 {
+            Access::Dense
         } else if layout.strides == contiguous_strides(&layout.shape) {
             Access::Contiguous
         } else {
@@ -88,8 +93,12 @@ impl Gen<'_> {
 
     /// The element index register for an access kind.
     fn index(&mut self, name: &str, access: Access) -> String {
+        if access == Access::Dense {
+            return "%gid".to_string();
+        }
         let idx = self.tmp();
         match access {
+            Access::Dense => {}
             Access::Contiguous => self.line(format!("add.u32 {idx}, %gid, o{name};")),
             Access::Scalar => self.line(format!("mov.u32 {idx}, o{name};")),
             Access::Strided => {
@@ -284,7 +293,9 @@ pub(crate) fn kernel_text(spec: &Spec<'_>) -> String {
         spec.inputs.iter().any(|(_, a)| *a == Access::Strided) || spec.out.1 == Access::Strided;
     for (k, (dt, access)) in spec.inputs.iter().enumerate() {
         let _ = writeln!(head, ".param .buf.{} in{k}", dt.storage());
-        let _ = writeln!(head, ".param .u32 o{k}");
+        if *access != Access::Dense {
+            let _ = writeln!(head, ".param .u32 o{k}");
+        }
         if *access == Access::Strided {
             for d in 0..spec.rank {
                 let _ = writeln!(head, ".param .u32 s{k}_{d}");
@@ -292,7 +303,9 @@ pub(crate) fn kernel_text(spec: &Spec<'_>) -> String {
         }
     }
     let _ = writeln!(head, ".param .buf.{} out .rw", spec.out.0.storage());
-    let _ = writeln!(head, ".param .u32 oout");
+    if spec.out.1 != Access::Dense {
+        let _ = writeln!(head, ".param .u32 oout");
+    }
     if spec.out.1 == Access::Strided {
         for d in 0..spec.rank {
             let _ = writeln!(head, ".param .u32 sout_{d}");

@@ -250,13 +250,17 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
     let mut args = Vec::new();
     for (input, (_, access)) in lazy.inputs.iter().zip(&inputs) {
         args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
-        args.push(u(input.layout.offset));
+        if *access != Access::Dense {
+            args.push(u(input.layout.offset));
+        }
         if *access == Access::Strided {
             args.extend(input.layout.strides.iter().map(|&s| u(s)));
         }
     }
     args.push(KernelArg::Buffer(out_storage.arg(0, out_storage.bytes)));
-    args.push(u(out.layout.offset));
+    if out_access != Access::Dense {
+        args.push(u(out.layout.offset));
+    }
     if out_access == Access::Strided {
         args.extend(out.layout.strides.iter().map(|&s| u(s)));
     }

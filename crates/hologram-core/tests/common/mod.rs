@@ -278,7 +278,13 @@ pub fn assert_close(what: &str, got: &Arr, want: &Arr, rel: f64) {
 /// The executors to test: the CPU always, plus those named in `HOLOGRAM_TEST_BACKENDS`
 /// (comma-separated, e.g. `vulkan,cuda`). A named backend that cannot start fails the test.
 pub fn executors() -> Vec<Executor> {
-    let mut v = vec![Executor::cpu()];
+    // The CPU twice: with recognized patterns on native loops, and all on the interpreter, so
+    // both paths are held to the same results.
+    let interp = std::sync::Arc::new(hologram_backends::CpuBackend::interpreter_only());
+    let mut v = vec![
+        Executor::cpu(),
+        Executor::with_backend(BackendType::Cpu, interp),
+    ];
     if let Ok(list) = std::env::var("HOLOGRAM_TEST_BACKENDS") {
         for name in list
             .split(',')

@@ -1,0 +1,230 @@
+//! Recognized element-wise maps run as native loops: the map's instructions are applied to
+//! chunks of elements with no masks, no scheduler and, when no output overlaps an input, no
+//! copies at all (loads read the input buffers in place; the last op writes the output in place).
+
+use hologram_compiler::patterns::MapPattern;
+use hologram_isa::{Op, Special};
+use rayon::prelude::*;
+
+use super::compile::{CpuKernel, Slot, XOp};
+use super::memops::ArrayView;
+
+/// Elements per chunk: registers of a chunk stay in L1/L2.
+const CHUNK: usize = 4096;
+
+/// What the CPU backend kept from recognizing a map.
+pub(crate) struct NativeMap {
+    pattern: MapPattern,
+    /// Per body instruction: a load whose register can alias the input buffer.
+    zero_copy_load: Vec<bool>,
+    /// Per body instruction: a store whose register can live in the output buffer.
+    direct_store: Vec<bool>,
+    gid_slot: Option<Slot>,
+    /// Per register: the body index of its (last) definition.
+    def_at: Vec<usize>,
+    /// Per register: the body index of its last read.
+    last_use: Vec<usize>,
+}
+
+impl NativeMap {
+    pub(crate) fn plan(k: &CpuKernel, pattern: MapPattern) -> NativeMap {
+        let body = &k.kernel.insts[pattern.body_start..];
+        let mut defs = vec![0u32; k.num_slots];
+        let mut uses = vec![0u32; k.num_slots];
+        for inst in body {
+            if let Some(&d) = inst.op.dst() {
+                defs[d as usize] += 1;
+            }
+            for (s, _) in inst.op.sources() {
+                if let Some(&r) = s.as_reg() {
+                    uses[r as usize] += 1;
+                }
+            }
+        }
+        let mut claimed = vec![false; k.num_slots];
+        let mut zero_copy_load = vec![false; body.len()];
+        let mut direct_store = vec![false; body.len()];
+        for (i, inst) in body.iter().enumerate() {
+            match &inst.op {
+                Op::Ld { dst, .. } if defs[*dst as usize] == 1 && !claimed[*dst as usize] => {
+                    zero_copy_load[i] = true;
+                    claimed[*dst as usize] = true;
+                }
+                Op::St { src, .. } => {
+                    if let Some(&r) = src.as_reg() {
+                        // The register must be written once, by a computing instruction.
+                        let def_is_compute = body.iter().any(|d| d.op.dst() == Some(&r) && !matches!(d.op, Op::Ld { .. }));
+                        if defs[r as usize] == 1 && !claimed[r as usize] && def_is_compute {
+                            direct_store[i] = true;
+                            claimed[r as usize] = true;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let gid_slot = k.specials.iter().find(|(s, _)| *s == Special::GidLinear).map(|&(_, slot)| slot);
+        let mut def_at = vec![0; k.num_slots];
+        let mut last_use = vec![0; k.num_slots];
+        for (i, inst) in body.iter().enumerate() {
+            for (s, _) in inst.op.sources() {
+                if let Some(&r) = s.as_reg() {
+                    last_use[r as usize] = i;
+                }
+            }
+            if let Some(&d) = inst.op.dst() {
+                def_at[d as usize] = i;
+            }
+        }
+        NativeMap { pattern, zero_copy_load, direct_store, gid_slot, def_at, last_use }
+    }
+
+    /// The number of elements, when the launch can take the native path: every buffer the map
+    /// touches must hold them (otherwise the interpreter reports the out-of-bounds access).
+    pub(crate) fn count(&self, globals: &[ArrayView], scalars: &[Option<u64>], lanes: u64) -> Option<usize> {
+        let mut n = lanes;
+        if let Some(p) = self.pattern.bound {
+            n = n.min(scalars.get(p as usize).copied().flatten()? & 0xffff_ffff);
+        }
+        let params = self.pattern.inputs.iter().chain(&self.pattern.outputs);
+        for &p in params {
+            if globals.get(p as usize)?.len < n {
+                return None;
+            }
+        }
+        Some(n as usize)
+    }
+
+    /// True when loads may read inputs in place and results may be written straight into the
+    /// outputs: outputs do not overlap each other, and wherever an output overlaps an input, every
+    /// read of the loaded value happens no later than the instruction that writes the output.
+    fn in_place_is_safe(&self, k: &CpuKernel, globals: &[ArrayView], sizes: &[usize], n: usize) -> bool {
+        let range = |p: u32| {
+            let start = globals[p as usize].base as usize;
+            (start, start + n * sizes[p as usize])
+        };
+        let overlaps = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+        let outs = &self.pattern.outputs;
+        for (i, &p) in outs.iter().enumerate() {
+            if outs[i + 1..].iter().any(|&q| overlaps(range(p), range(q))) {
+                return false;
+            }
+        }
+        let body = &k.kernel.insts[self.pattern.body_start..];
+        for (si, st) in body.iter().enumerate() {
+            let Op::St { mem, src, .. } = &st.op else { continue };
+            let out = range(mem.array);
+            // When the output is written: at the defining instruction (direct) or at the store.
+            let written_at = match (self.direct_store[si], src.as_reg()) {
+                (true, Some(&r)) => self.def_at[r as usize],
+                _ => si,
+            };
+            for (li, ld) in body.iter().enumerate() {
+                let Op::Ld { dst, mem: lm, .. } = &ld.op else { continue };
+                if self.zero_copy_load[li] && overlaps(out, range(lm.array)) && self.last_use[*dst as usize] > written_at {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Runs the map over `n` elements.
+    pub(crate) fn run(&self, k: &CpuKernel, globals: &[ArrayView], const_bits: &[u64], sizes: &[usize], n: usize) {
+        let fast = self.in_place_is_safe(k, globals, sizes, n);
+        let chunks = n.div_ceil(CHUNK);
+        let make_state = || {
+            let mut file = vec![0u64; k.num_slots * CHUNK];
+            for (i, &(slot, ty, _)) in k.consts.iter().enumerate() {
+                let region = &mut file[slot as usize * CHUNK..(slot as usize + 1) * CHUNK];
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(region);
+                let size = ty.size_bytes();
+                let bits = const_bits[i].to_le_bytes();
+                for c in bytes.chunks_exact_mut(size).take(CHUNK) {
+                    c.copy_from_slice(&bits[..size]);
+                }
+            }
+            file
+        };
+        let run_chunk = |file: &mut Vec<u64>, c: usize| {
+            let start = c * CHUNK;
+            let len = CHUNK.min(n - start);
+            let base = file.as_mut_ptr();
+            // SAFETY: every slot owns CHUNK u64 words of the file.
+            let mut ptrs: Vec<*mut u8> = (0..k.num_slots).map(|s| unsafe { base.add(s * CHUNK) as *mut u8 }).collect();
+            if let Some(g) = self.gid_slot {
+                let p = ptrs[g as usize] as *mut u32;
+                for l in 0..len {
+                    // SAFETY: the gid slot holds CHUNK u32 values.
+                    unsafe { *p.add(l) = (start + l) as u32 };
+                }
+            }
+            let body = &k.insts[self.pattern.body_start..];
+            if fast {
+                for (i, x) in body.iter().enumerate() {
+                    match &x.op {
+                        XOp::Load { d, array, size, .. } if self.zero_copy_load[i] => {
+                            // SAFETY: `count` checked the buffer holds n elements.
+                            ptrs[*d as usize] = unsafe { globals[*array as usize].base.add(start * size) };
+                        }
+                        XOp::Store { array, src, size, .. } if self.direct_store[i] => {
+                            // SAFETY: as above, for the output buffer.
+                            ptrs[*src as usize] = unsafe { globals[*array as usize].base.add(start * size) };
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            for (i, x) in body.iter().enumerate() {
+                match &x.op {
+                    // SAFETY: slot pointers address `len` valid elements of the right type.
+                    XOp::Compute { f, d, a, b, c } => unsafe {
+                        f(len, ptrs[*d as usize], ptrs[*a as usize], ptrs[*b as usize], ptrs[*c as usize], None)
+                    },
+                    XOp::Load { d, array, size, .. } => {
+                        if !(fast && self.zero_copy_load[i]) {
+                            // SAFETY: the buffer holds n elements; the slot holds CHUNK.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(globals[*array as usize].base.add(start * size), ptrs[*d as usize], len * size)
+                            };
+                        }
+                    }
+                    XOp::Store { array, src, size, .. } => {
+                        if !(fast && self.direct_store[i]) {
+                            // SAFETY: as for loads; `copy` allows overlap in safe mode.
+                            unsafe { std::ptr::copy(ptrs[*src as usize], globals[*array as usize].base.add(start * size), len * size) };
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        };
+        // A few contiguous runs of chunks per thread: each run sets up its registers once.
+        let tasks = chunks.min(rayon::current_num_threads() * 4).max(1);
+        let run_task = |t: usize| {
+            let mut file = make_state();
+            for c in (t * chunks / tasks)..((t + 1) * chunks / tasks) {
+                run_chunk(&mut file, c);
+            }
+        };
+        if tasks == 1 {
+            run_task(0);
+        } else {
+            let ptr_safe = PtrSafe(&run_task);
+            (0..tasks).into_par_iter().for_each(|t| ptr_safe.call(t));
+        }
+    }
+}
+
+/// Lets the chunk closure (which captures raw buffer pointers) cross to rayon workers.
+struct PtrSafe<'a, F>(&'a F);
+
+impl<F: Fn(usize)> PtrSafe<'_, F> {
+    fn call(&self, task: usize) {
+        (self.0)(task)
+    }
+}
+// SAFETY: chunks write disjoint element ranges of the output buffers and only read inputs; the
+// buffers outlive the launch.
+unsafe impl<F> Sync for PtrSafe<'_, F> {}
+unsafe impl<F> Send for PtrSafe<'_, F> {}

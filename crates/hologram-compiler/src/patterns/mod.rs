@@ -1,0 +1,23 @@
+//! Pattern recognition: kernels whose canonical form is a shape a library runs faster.
+//!
+//! Backends ask [`recognize`] when they compile a kernel and keep the generic path for
+//! everything else; a recognized kernel must give the same results on the library path.
+
+mod map;
+
+use hologram_isa::Kernel;
+
+pub use map::{recognize_map, MapPattern};
+
+/// A recognized kernel shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pattern {
+    /// An element-wise map: every lane loads inputs at `%gid`, computes a DAG of pure ops and
+    /// stores at `%gid`, optionally guarded by `%gid < n`.
+    Map(MapPattern),
+}
+
+/// Recognizes a canonical kernel.
+pub fn recognize(kernel: &Kernel) -> Option<Pattern> {
+    recognize_map(kernel).map(Pattern::Map)
+}
