@@ -155,7 +155,7 @@ impl Gen {
         let is_float = t.is_float();
         let kind = self.rng.below(10);
         let line = match kind {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let mut ops = vec!["add", "sub", "mul", "div", "rem", "min", "max"];
                 if is_float {
                     ops.push("pow");
