@@ -67,3 +67,57 @@ fn every_conformance_program_generates() {
         }
     }
 }
+
+/// NVRTC compiles every generated source (PTX for `compute_90`; no driver or GPU needed).
+#[cfg(feature = "cuda")]
+#[test]
+fn every_generated_program_compiles_with_nvrtc() {
+    use hologram_backends::cuda::nvrtc::{self, Output};
+    let required = std::env::var("HOLOGRAM_REQUIRE_NVRTC").as_deref() == Ok("1");
+    match nvrtc::version() {
+        Ok((major, minor)) => println!("NVRTC {major}.{minor}"),
+        Err(e) => {
+            assert!(
+                !required,
+                "HOLOGRAM_REQUIRE_NVRTC=1 but NVRTC is unusable: {e}"
+            );
+            println!("skipped: {e}");
+            return;
+        }
+    }
+    let jobs: Vec<(String, String)> = kernels()
+        .into_iter()
+        .flat_map(|(name, k)| {
+            variants().into_iter().map(move |opts| {
+                let code = generate(&k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+                (format!("{name} ({})", opts.tag()), code)
+            })
+        })
+        .collect();
+    let jobs = std::sync::Arc::new(jobs);
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (jobs, next) = (jobs.clone(), next.clone());
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((name, code)) = jobs.get(i) else {
+                        break;
+                    };
+                    if let Err(e) = nvrtc::compile(name, code, "compute_90", Output::Ptx) {
+                        failures.push(format!("{name}: {e}"));
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    let failures: Vec<String> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("worker"))
+        .collect();
+    println!("{} sources compiled with NVRTC", jobs.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

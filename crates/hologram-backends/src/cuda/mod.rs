@@ -1,6 +1,45 @@
 //! The CUDA backend.
 //!
 //! [`codegen`] translates Atlas ISA kernels to CUDA C; it is plain Rust and always built. The
-//! backend itself (driver, NVRTC, caches, memory, cuBLAS) needs the `cuda` feature.
+//! backend itself needs the `cuda` feature: it loads libcuda, NVRTC and cuBLAS at run time
+//! (through cudarc), compiles generated code with NVRTC for the device's architecture, caches the
+//! binaries in memory and on disk, and runs launches asynchronously on one stream.
+//!
+//! ```no_run
+//! # #[cfg(feature = "cuda")] {
+//! use hologram_backends::{cuda::CudaBackend, Backend};
+//! let gpu = CudaBackend::new()?; // Err(Unavailable { reason }) without driver, NVRTC or GPU
+//! println!("{}", gpu.info().name);
+//! # }
+//! # Ok::<(), hologram_backends::BackendError>(())
+//! ```
 
 pub mod codegen;
+mod stats;
+
+pub use stats::{stats, CudaStats};
+
+#[cfg(feature = "cuda")]
+mod blas;
+#[cfg(feature = "cuda")]
+mod cache;
+#[cfg(feature = "cuda")]
+mod device;
+#[cfg(feature = "cuda")]
+mod launch;
+#[cfg(feature = "cuda")]
+mod memory;
+#[cfg(feature = "cuda")]
+mod module;
+#[cfg(feature = "cuda")]
+pub mod nvrtc;
+
+#[cfg(feature = "cuda")]
+pub use cache::cache_dir;
+#[cfg(feature = "cuda")]
+pub use memory::CudaMemory;
+
+#[cfg(feature = "cuda")]
+mod backend;
+#[cfg(feature = "cuda")]
+pub use backend::CudaBackend;

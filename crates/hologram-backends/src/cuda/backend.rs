@@ -1,0 +1,386 @@
+//! [`CudaBackend`]: the [`Backend`] implementation for NVIDIA GPUs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cudarc::driver::result as drv;
+use hologram_compiler::Digest;
+use hologram_isa::Kernel;
+
+use super::blas::Blas;
+use super::cache::ModuleCache;
+use super::codegen::{self, CodegenOptions, CODEGEN_VERSION};
+use super::device::{device_error, libraries, Device};
+use super::launch::{self, ErrorRecord};
+use super::memory::{CudaMemory, Staging, STAGING_THRESHOLD};
+use super::module::Module;
+use super::nvrtc::{self, Output};
+use super::stats::{self, CudaStats};
+use crate::backend::{
+    Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, KernelArg,
+    LaunchConfig, Memory,
+};
+use crate::error::{BackendError, Result};
+use crate::launch::{check_launch, check_range};
+use crate::library::{gemm::generic_gemm, GemmDesc};
+
+/// Most `.shared` bytes a kernel may declare (static shared memory on every CUDA GPU).
+const MAX_SHARED_BYTES: usize = 48 * 1024;
+
+/// A kernel compiled for CUDA: the checked variant is loaded at compile time, others (unchecked,
+/// or with `__launch_bounds__` for large blocks) on first use.
+struct CudaKernel {
+    kernel: Arc<Kernel>,
+    id: u32,
+    digest: Digest,
+    checked: Arc<Module>,
+    variants: Mutex<HashMap<CodegenOptions, Arc<Module>>>,
+}
+
+/// The CUDA backend: one device, one stream, a kernel cache in memory and on disk, and cuBLAS
+/// for GEMM when it is installed.
+pub struct CudaBackend {
+    modules: ModuleCache,
+    kernels: Mutex<Vec<Arc<Kernel>>>,
+    record: ErrorRecord,
+    staging: Mutex<Option<Staging>>,
+    blas: Mutex<Option<std::result::Result<Blas, String>>>,
+    nvrtc_version: (i32, i32),
+    // Last: everything above needs the context and the stream while it is dropped.
+    dev: Device,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl CudaBackend {
+    /// Opens the CUDA device (`HOLOGRAM_CUDA_DEVICE`, default 0). Without libcuda, NVRTC or a
+    /// GPU this returns [`BackendError::Unavailable`] saying which is missing.
+    pub fn new() -> Result<CudaBackend> {
+        let dev = Device::open()?;
+        let nvrtc_version = nvrtc::version()?;
+        let record = ErrorRecord::new(&dev)?;
+        Ok(CudaBackend {
+            modules: ModuleCache::new(),
+            kernels: Mutex::new(Vec::new()),
+            record,
+            staging: Mutex::new(None),
+            blas: Mutex::new(None),
+            nvrtc_version,
+            dev,
+        })
+    }
+
+    /// Kernel-cache counters of this process (NVRTC compiles, memory and disk hits).
+    pub fn stats(&self) -> CudaStats {
+        stats::stats()
+    }
+
+    /// The device architecture, e.g. `sm_90`.
+    pub fn arch(&self) -> String {
+        self.dev.arch()
+    }
+
+    /// True when GEMM runs on cuBLAS (else on the generic kernel).
+    pub fn has_cublas(&self) -> bool {
+        libraries().cublas.is_ok()
+    }
+
+    fn target(&self, opts: &CodegenOptions) -> String {
+        let (maj, min) = self.nvrtc_version;
+        format!(
+            "cuda;{};codegen={CODEGEN_VERSION};{};nvrtc={maj}.{min}",
+            self.dev.arch(),
+            opts.tag()
+        )
+    }
+
+    /// The module of `kernel` compiled with `opts`, from the caches or NVRTC.
+    fn module(
+        &self,
+        kernel: &Kernel,
+        digest: &Digest,
+        opts: CodegenOptions,
+    ) -> Result<Arc<Module>> {
+        let key = hologram_compiler::key_of(digest, &self.target(&opts));
+        let arch = self.dev.arch();
+        self.modules.get(
+            key,
+            || {
+                let _span =
+                    tracing::debug_span!("nvrtc", kernel = %kernel.name, options = %opts.tag())
+                        .entered();
+                let source = codegen::generate(kernel, &opts)?;
+                nvrtc::compile(&kernel.name, &source, &arch, Output::Cubin)
+            },
+            |image| Module::load(&self.dev.ctx, &kernel.name, image),
+        )
+    }
+
+    fn variant(&self, k: &CudaKernel, opts: CodegenOptions) -> Result<Arc<Module>> {
+        if opts == CodegenOptions::default() {
+            return Ok(k.checked.clone());
+        }
+        if let Some(m) = lock(&k.variants).get(&opts) {
+            return Ok(m.clone());
+        }
+        let m = self.module(&k.kernel, &k.digest, opts)?;
+        lock(&k.variants).insert(opts, m.clone());
+        Ok(m)
+    }
+
+    fn memory<'a>(&self, m: &'a Memory) -> Result<&'a CudaMemory> {
+        m.as_any()
+            .downcast_ref::<CudaMemory>()
+            .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))
+    }
+
+    /// Reports (and clears) an out-of-bounds error recorded by an earlier launch; the stream
+    /// must have been synchronized.
+    fn take_error(&self) -> Result<()> {
+        self.record.take(&self.dev, |id| {
+            lock(&self.kernels).get(id as usize).cloned()
+        })
+    }
+
+    fn staging(&self) -> Result<MutexGuard<'_, Option<Staging>>> {
+        let mut s = lock(&self.staging);
+        if s.is_none() {
+            *s = Some(Staging::new(&self.dev)?);
+        }
+        Ok(s)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn info(&self) -> DeviceInfo {
+        let v = self.dev.driver_version;
+        let (maj, min) = self.nvrtc_version;
+        let cublas = if self.has_cublas() {
+            "cuBLAS"
+        } else {
+            "no cuBLAS"
+        };
+        DeviceInfo {
+            kind: BackendKind::Cuda,
+            name: self.dev.name.clone(),
+            memory_bytes: Some(self.dev.memory),
+            compute_units: self.dev.sms,
+            arch: self.dev.arch(),
+            driver: Some(format!(
+                "CUDA {}.{}, NVRTC {maj}.{min}, {cublas}",
+                v / 1000,
+                (v % 1000) / 10
+            )),
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_block_lanes: self.dev.max_threads.min(1024),
+            max_shared_bytes: MAX_SHARED_BYTES.min(hologram_isa::MAX_SHARED_BYTES),
+            host_memory: false,
+        }
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<Memory> {
+        self.dev.bind()?;
+        Ok(Arc::new(CudaMemory::new(&self.dev, bytes)?))
+    }
+
+    fn copy_in(&self, dst: &Memory, offset: usize, src: &[u8]) -> Result<()> {
+        let m = self.memory(dst)?;
+        check_range(offset, src.len(), m.size_bytes())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.dev.bind()?;
+        let at = m.address() + offset as u64;
+        if src.len() >= STAGING_THRESHOLD {
+            let mut s = self.staging()?;
+            if let Some(s) = s.as_mut() {
+                return s.copy_in(&self.dev, at, src);
+            }
+        }
+        // SAFETY: range checked; from pageable memory the driver stages `src` before returning.
+        unsafe { drv::memcpy_htod_async(at, src, self.dev.stream) }
+            .map_err(device_error("cuMemcpyHtoDAsync"))
+    }
+
+    fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let m = self.memory(src)?;
+        check_range(offset, dst.len(), m.size_bytes())?;
+        self.dev.bind()?;
+        let at = m.address() + offset as u64;
+        if dst.len() >= STAGING_THRESHOLD {
+            let mut s = self.staging()?;
+            if let Some(s) = s.as_mut() {
+                s.copy_out(&self.dev, at, dst)?;
+                return self.take_error();
+            }
+        }
+        if !dst.is_empty() {
+            // SAFETY: range checked; `dst` stays borrowed until the stream is synchronized below.
+            unsafe { drv::memcpy_dtoh_async(dst, at, self.dev.stream) }
+                .map_err(device_error("cuMemcpyDtoHAsync"))?;
+        }
+        self.dev.sync()?;
+        self.take_error()
+    }
+
+    fn copy(
+        &self,
+        src: &Memory,
+        src_offset: usize,
+        dst: &Memory,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let (s, d) = (self.memory(src)?, self.memory(dst)?);
+        check_range(src_offset, len, s.size_bytes())?;
+        check_range(dst_offset, len, d.size_bytes())?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.dev.bind()?;
+        let (from, to) = (
+            s.address() + src_offset as u64,
+            d.address() + dst_offset as u64,
+        );
+        let overlap = from < to + len as u64 && to < from + len as u64;
+        let dtod = |a: u64, b: u64| {
+            // SAFETY: both ranges lie inside live allocations (checked above).
+            unsafe { drv::memcpy_dtod_async(b, a, len, self.dev.stream) }
+                .map_err(device_error("cuMemcpyDtoDAsync"))
+        };
+        if overlap && from != to {
+            // Overlapping ranges go through a temporary buffer.
+            let tmp = CudaMemory::new(&self.dev, len)?;
+            dtod(from, tmp.address())?;
+            dtod(tmp.address(), to)?;
+            return self.dev.sync();
+        }
+        if from == to {
+            return Ok(());
+        }
+        dtod(from, to)
+    }
+
+    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
+        let _span =
+            tracing::debug_span!("compile", backend = "cuda", kernel = %kernel.name).entered();
+        self.dev.bind()?;
+        let digest = hologram_compiler::digest(kernel);
+        let checked = self.module(kernel, &digest, CodegenOptions::default())?;
+        let id = {
+            let mut ks = lock(&self.kernels);
+            ks.push(kernel.clone());
+            (ks.len() - 1) as u32
+        };
+        let k = CudaKernel {
+            kernel: kernel.clone(),
+            id,
+            digest,
+            checked,
+            variants: Mutex::new(HashMap::new()),
+        };
+        Ok(CompiledKernel::new(kernel.clone(), Arc::new(k)))
+    }
+
+    fn launch(
+        &self,
+        kernel: &CompiledKernel,
+        config: &LaunchConfig,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        let k: &CudaKernel = kernel.downcast().ok_or_else(|| BackendError::Compile {
+            kernel: kernel.kernel().name.clone(),
+            log: "this kernel was compiled by another backend".into(),
+        })?;
+        let _span = tracing::debug_span!("launch", backend = "cuda", kernel = %k.kernel.name, grid = ?config.grid, block = ?config.block).entered();
+        check_launch(&k.kernel, config, args, &self.capabilities())?;
+        launch::check_geometry(&k.kernel, config)?;
+        if config.grid_blocks() == 0 {
+            return Ok(());
+        }
+        self.dev.bind()?;
+        let mut opts = CodegenOptions {
+            bounds_checks: config.bounds_checks,
+            launch_bounds: None,
+        };
+        let mut module = self.variant(k, opts)?;
+        let lanes = config.block_lanes();
+        if lanes > module.max_threads as u64 {
+            // Too many registers for this block size: recompile with a register budget for it.
+            opts.launch_bounds = Some(1024);
+            module = self.variant(k, opts)?;
+            if lanes > module.max_threads as u64 {
+                return Err(BackendError::InvalidLaunch {
+                    kernel: k.kernel.name.clone(),
+                    reason: format!(
+                        "blocks of {lanes} lanes; this kernel runs at most {} per block on this GPU",
+                        module.max_threads
+                    ),
+                });
+            }
+        }
+        launch::launch(
+            &self.dev,
+            module.function,
+            &k.kernel,
+            config,
+            args,
+            &self.record,
+            k.id,
+        )
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.dev.bind()?;
+        self.dev.sync()?;
+        self.take_error()
+    }
+
+    fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
+        desc.check(a, b, c)?;
+        if desc.m == 0 || desc.n == 0 || desc.batch == 0 {
+            return Ok(());
+        }
+        if self.has_cublas() && Blas::supports(desc) {
+            self.dev.bind()?;
+            let mut guard = lock(&self.blas);
+            let handle =
+                guard.get_or_insert_with(|| Blas::new(&self.dev).map_err(|e| e.to_string()));
+            match handle {
+                Ok(blas) => return blas.gemm(desc, a, b, c),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cuBLAS unusable; GEMM uses the generic kernel")
+                }
+            }
+        }
+        generic_gemm(self, desc, a, b, c)
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        // Finish queued work, then release cuBLAS and the staging buffers with the context
+        // current (the fields drop in declaration order, the device last).
+        let _ = self.dev.bind();
+        let _ = self.dev.sync();
+        if let Some(Ok(b)) = lock(&self.blas).take() {
+            drop(b);
+        }
+    }
+}
+
+impl CudaMemory {
+    fn size_bytes(&self) -> usize {
+        crate::backend::DeviceMemory::size(self)
+    }
+}

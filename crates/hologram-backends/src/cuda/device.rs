@@ -1,0 +1,265 @@
+//! Finding the CUDA libraries and the device, and saying precisely what is missing.
+//!
+//! cudarc loads libcuda, NVRTC and cuBLAS at run time and panics if a library (or one of its
+//! symbols) is missing, so every library is probed here first, with `is_culib_present()` and a
+//! check of each symbol the backend calls; a missing piece becomes a
+//! [`BackendError::Unavailable`] with a reason, never a panic.
+
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{self, CUdevice_attribute as Attr};
+use cudarc::driver::{result as drv, CudaContext, DriverError};
+
+use crate::error::{BackendError, Result};
+
+/// Driver entry points the backend calls (through cudarc), checked before the first call.
+const DRIVER_SYMBOLS: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGet",
+    "cuDeviceGetCount",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetName",
+    "cuDeviceTotalMem_v2",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuGetErrorName",
+    "cuGetErrorString",
+    "cuStreamCreate",
+    "cuStreamDestroy_v2",
+    "cuStreamSynchronize",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuMemHostGetDevicePointer_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyDtoDAsync_v2",
+    "cuMemsetD8Async",
+    "cuModuleLoadData",
+    "cuModuleGetFunction",
+    "cuModuleUnload",
+    "cuFuncGetAttribute",
+    "cuLaunchKernel",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventDestroy_v2",
+];
+
+/// NVRTC entry points the backend calls.
+pub(crate) const NVRTC_SYMBOLS: &[&str] = &[
+    "nvrtcVersion",
+    "nvrtcCreateProgram",
+    "nvrtcCompileProgram",
+    "nvrtcDestroyProgram",
+    "nvrtcGetProgramLogSize",
+    "nvrtcGetProgramLog",
+    "nvrtcGetPTXSize",
+    "nvrtcGetPTX",
+    "nvrtcGetCUBINSize",
+    "nvrtcGetCUBIN",
+];
+
+/// cuBLAS entry points the backend calls.
+const CUBLAS_SYMBOLS: &[&str] = &[
+    "cublasCreate_v2",
+    "cublasDestroy_v2",
+    "cublasSetStream_v2",
+    "cublasGemmStridedBatchedEx",
+];
+
+/// Which CUDA libraries load here, each `Err` with a reason.
+#[derive(Debug, Clone)]
+pub(crate) struct Libraries {
+    pub driver: std::result::Result<(), String>,
+    pub nvrtc: std::result::Result<(), String>,
+    pub cublas: std::result::Result<(), String>,
+}
+
+/// Probes the libraries once per process.
+pub(crate) fn libraries() -> &'static Libraries {
+    static LIBS: OnceLock<Libraries> = OnceLock::new();
+    LIBS.get_or_init(|| {
+        // SAFETY: `is_culib_present` only tries to dlopen the library names; `culib` is called
+        // only once the library is known to load, so it cannot panic.
+        let driver = if unsafe { sys::is_culib_present() } {
+            missing_symbol(DRIVER_SYMBOLS, |s| unsafe { sys::culib().get::<*const ()>(s.as_bytes()).is_ok() })
+                .map_or(Ok(()), |s| {
+                    Err(format!("the NVIDIA driver is too old for this build: libcuda has no {s}; install a CUDA 13 driver"))
+                })
+        } else {
+            Err("libcuda.so.1 not found (no NVIDIA driver)".to_string())
+        };
+        let nvrtc = if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            missing_symbol(NVRTC_SYMBOLS, |s| unsafe {
+                cudarc::nvrtc::sys::culib().get::<*const ()>(s.as_bytes()).is_ok()
+            })
+            .map_or(Ok(()), |s| Err(format!("the NVRTC library has no {s}; install NVRTC 12 or 13")))
+        } else {
+            Err("NVRTC library not found (libnvrtc.so.13: install the CUDA toolkit or `pip install nvidia-cuda-nvrtc`, and add its lib folder to LD_LIBRARY_PATH)".to_string())
+        };
+        let cublas = if unsafe { cudarc::cublas::sys::is_culib_present() } {
+            missing_symbol(CUBLAS_SYMBOLS, |s| unsafe {
+                cudarc::cublas::sys::culib().get::<*const ()>(s.as_bytes()).is_ok()
+            })
+            .map_or(Ok(()), |s| Err(format!("cuBLAS has no {s}")))
+        } else {
+            Err("cuBLAS library not found (libcublas.so.13)".to_string())
+        };
+        Libraries {
+            driver,
+            nvrtc,
+            cublas,
+        }
+    })
+}
+
+fn missing_symbol(names: &[&'static str], present: impl Fn(&str) -> bool) -> Option<&'static str> {
+    names.iter().copied().find(|s| !present(s))
+}
+
+/// A driver error as text: `what: CUDA_ERROR_NAME (description)`.
+pub(crate) fn describe(what: &str, e: DriverError) -> String {
+    let name = e
+        .error_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e
+        .error_string()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{what}: {name} ({text})")
+}
+
+/// A driver error as a [`BackendError::Device`].
+pub(crate) fn device_error(what: &str) -> impl Fn(DriverError) -> BackendError + '_ {
+    move |e| BackendError::Device(describe(what, e))
+}
+
+/// The device the backend runs on, with its primary context and the backend's stream.
+pub(crate) struct Device {
+    pub ctx: Arc<CudaContext>,
+    pub stream: sys::CUstream,
+    pub name: String,
+    pub major: i32,
+    pub minor: i32,
+    pub sms: u32,
+    pub memory: u64,
+    pub max_threads: u32,
+    pub driver_version: i32,
+}
+
+// SAFETY: the raw stream handle is only used through the driver API, which is thread-safe; the
+// context is made current on the calling thread before each use.
+unsafe impl Send for Device {}
+unsafe impl Sync for Device {}
+
+fn unavailable(reason: impl Into<String>) -> BackendError {
+    BackendError::Unavailable {
+        backend: "cuda".into(),
+        reason: reason.into(),
+    }
+}
+
+impl Device {
+    /// Opens device `ordinal` (`HOLOGRAM_CUDA_DEVICE`, default 0) after checking the libraries.
+    pub(crate) fn open() -> Result<Device> {
+        let libs = libraries();
+        let mut missing: Vec<&str> = Vec::new();
+        if let Err(e) = &libs.driver {
+            missing.push(e);
+        }
+        if let Err(e) = &libs.nvrtc {
+            missing.push(e);
+        }
+        if !missing.is_empty() {
+            return Err(unavailable(missing.join("; ")));
+        }
+        let ordinal: usize = match std::env::var("HOLOGRAM_CUDA_DEVICE") {
+            Ok(v) => v.trim().parse().map_err(|_| {
+                unavailable(format!("HOLOGRAM_CUDA_DEVICE={v} is not a device number"))
+            })?,
+            Err(_) => 0,
+        };
+        if let Err(e) = drv::init() {
+            return Err(unavailable(match e.0 {
+                sys::CUresult::CUDA_ERROR_NO_DEVICE => "no CUDA device".to_string(),
+                _ => describe("cuInit failed", e),
+            }));
+        }
+        let count =
+            drv::device::get_count().map_err(|e| unavailable(describe("cuDeviceGetCount", e)))?;
+        if count <= 0 {
+            return Err(unavailable("no CUDA device"));
+        }
+        if ordinal >= count as usize {
+            return Err(unavailable(format!(
+                "HOLOGRAM_CUDA_DEVICE={ordinal}, but there are only {count} CUDA devices"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| unavailable(describe("creating the CUDA context", e)))?;
+        let attr = |a: Attr| {
+            ctx.attribute(a)
+                .map_err(|e| unavailable(describe("cuDeviceGetAttribute", e)))
+        };
+        let major = attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let sms = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(0) as u32;
+        let max_threads = attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?.max(1) as u32;
+        let name = ctx.name().unwrap_or_else(|_| "NVIDIA GPU".into());
+        let memory = ctx.total_mem().unwrap_or(0) as u64;
+        let mut driver_version = 0;
+        // SAFETY: writes one int.
+        let _ = unsafe { sys::cuDriverGetVersion(&mut driver_version) };
+        let stream = drv::stream::create(drv::stream::StreamKind::NonBlocking)
+            .map_err(|e| unavailable(describe("creating a CUDA stream", e)))?;
+        Ok(Device {
+            ctx,
+            stream,
+            name,
+            major,
+            minor,
+            sms,
+            memory,
+            max_threads,
+            driver_version,
+        })
+    }
+
+    /// Makes the context current on this thread (cheap when it already is).
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(device_error("making the CUDA context current"))
+    }
+
+    /// `sm_90` and the like.
+    pub(crate) fn arch(&self) -> String {
+        format!("sm_{}{}", self.major, self.minor)
+    }
+
+    /// Waits for everything on the backend's stream.
+    pub(crate) fn sync(&self) -> Result<()> {
+        // SAFETY: the stream belongs to this device and lives as long as it.
+        unsafe { drv::stream::synchronize(self.stream) }.map_err(|e| {
+            BackendError::Device(describe(
+                "a kernel or copy failed on the GPU (the CUDA context may be unusable now)",
+                e,
+            ))
+        })
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the stream was created by `open` and is destroyed once, here.
+            let _ = unsafe { drv::stream::destroy(self.stream) };
+        }
+    }
+}

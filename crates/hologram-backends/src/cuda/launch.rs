@@ -1,0 +1,172 @@
+//! Launching generated kernels, and the device-side error record that reports out-of-bounds
+//! accesses.
+//!
+//! Launches are asynchronous. A checked kernel that goes out of bounds elects one lane (atomic
+//! flag in device memory) to write `{1, kernel id, array, index, length}` into five words of
+//! host memory mapped into the device; the backend reads them after the stream is synchronized
+//! (in `synchronize` and `copy_out`), turns them into [`BackendError::OutOfBounds`] and resets
+//! them. Launches that succeed cost nothing extra: no copy, no event.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::result as drv;
+use cudarc::driver::sys::{self, CUdeviceptr};
+use hologram_isa::Kernel;
+
+use super::codegen;
+use super::device::{describe, device_error, Device};
+use super::memory::{CudaMemory, Pinned};
+use crate::backend::{KernelArg, LaunchConfig};
+use crate::error::{BackendError, Result};
+
+/// The out-of-bounds flag and record shared by every launch of a backend.
+pub(crate) struct ErrorRecord {
+    flag: CudaMemory,
+    host: Pinned,
+    device_rec: CUdeviceptr,
+}
+
+// SAFETY: the pinned words are only read or written by the host after a stream synchronization,
+// under the backend's guarantees; the device pointers are plain addresses.
+unsafe impl Send for ErrorRecord {}
+unsafe impl Sync for ErrorRecord {}
+
+impl ErrorRecord {
+    pub(crate) fn new(dev: &Device) -> Result<ErrorRecord> {
+        let flag = CudaMemory::new(dev, 4)?;
+        // SAFETY: the flag allocation holds 4 bytes; synchronous so it is zero before any launch.
+        unsafe { drv::memset_d8_sync(flag.address(), 0, 4) }.map_err(device_error("cuMemsetD8"))?;
+        let host = Pinned::new(&dev.ctx, 5 * 8, sys::CU_MEMHOSTALLOC_DEVICEMAP)?;
+        // SAFETY: 40 pinned bytes, 8-byte aligned (page-aligned allocation).
+        unsafe { std::ptr::write_bytes(host.ptr, 0, 40) };
+        let mut device_rec: CUdeviceptr = 0;
+        // SAFETY: `host` was allocated with DEVICEMAP; writes one device pointer.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_rec, host.ptr as *mut c_void, 0) }
+            .result()
+            .map_err(device_error(
+                "mapping the error record (cuMemHostGetDevicePointer)",
+            ))?;
+        Ok(ErrorRecord {
+            flag,
+            host,
+            device_rec,
+        })
+    }
+
+    /// Reads and clears the record after the stream was synchronized. Returns the error of the
+    /// first out-of-bounds access since the last check, resolved with `kernel_of(id)`.
+    pub(crate) fn take(
+        &self,
+        dev: &Device,
+        kernel_of: impl Fn(u32) -> Option<Arc<Kernel>>,
+    ) -> Result<()> {
+        let words = self.host.ptr as *mut u64;
+        // SAFETY: the device is idle for this record (the caller synchronized the stream).
+        let first = unsafe { std::ptr::read_volatile(words) };
+        if first == 0 {
+            return Ok(());
+        }
+        let mut rec = [0u64; 5];
+        for (i, r) in rec.iter_mut().enumerate() {
+            // SAFETY: five words, as above.
+            *r = unsafe { std::ptr::read_volatile(words.add(i)) };
+            unsafe { std::ptr::write_volatile(words.add(i), 0) };
+        }
+        // Re-arm the flag for later launches (ordered before them on the stream).
+        // SAFETY: 4 bytes of the flag allocation.
+        unsafe { drv::memset_d8_async(self.flag.address(), 0, 4, dev.stream) }
+            .map_err(device_error("cuMemsetD8Async"))?;
+        let err = match kernel_of(rec[1] as u32) {
+            Some(k) => codegen::oob_error(&k, &rec),
+            None => None,
+        };
+        Err(err.unwrap_or_else(|| {
+            BackendError::Device(format!(
+                "a kernel went out of bounds (array #{}, index {}, length {})",
+                rec[2], rec[3] as i64, rec[4]
+            ))
+        }))
+    }
+}
+
+/// CUDA's limits on launch geometry, beyond the shared checks.
+pub(crate) fn check_geometry(kernel: &Kernel, config: &LaunchConfig) -> Result<()> {
+    let [gx, gy, gz] = config.grid;
+    let [bx, by, bz] = config.block;
+    let bad = if gx > i32::MAX as u32 || gy > 65535 || gz > 65535 {
+        Some(format!(
+            "grid {:?} exceeds CUDA's limits (x < 2^31, y and z <= 65535)",
+            config.grid
+        ))
+    } else if bx > 1024 || by > 1024 || bz > 64 {
+        Some(format!(
+            "block {:?} exceeds CUDA's limits (x, y <= 1024, z <= 64)",
+            config.block
+        ))
+    } else {
+        None
+    };
+    match bad {
+        Some(reason) => Err(BackendError::InvalidLaunch {
+            kernel: kernel.name.clone(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Launches `function` with `args` (already checked against `kernel`) on the stream.
+pub(crate) fn launch(
+    dev: &Device,
+    function: sys::CUfunction,
+    kernel: &Kernel,
+    config: &LaunchConfig,
+    args: &[KernelArg],
+    rec: &ErrorRecord,
+    kernel_id: u32,
+) -> Result<()> {
+    // One u64 per entry parameter; the driver reads each parameter's size from its slot
+    // (little-endian, so narrower scalars sit in the low bytes).
+    let mut vals: Vec<u64> = Vec::with_capacity(2 * args.len() + 3);
+    for (param, arg) in kernel.params.iter().zip(args) {
+        match arg {
+            KernelArg::Buffer(b) => {
+                let m = b
+                    .memory
+                    .as_any()
+                    .downcast_ref::<CudaMemory>()
+                    .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
+                let elem = param.ty().size_bytes().max(1);
+                vals.push(m.address() + b.offset as u64);
+                vals.push((b.len / elem) as u64);
+            }
+            KernelArg::Scalar(v) => vals.push(v.to_bits()),
+        }
+    }
+    vals.push(rec.flag.address());
+    vals.push(rec.device_rec);
+    vals.push(kernel_id as u64);
+    let mut ptrs: Vec<*mut c_void> = vals
+        .iter_mut()
+        .map(|v| v as *mut u64 as *mut c_void)
+        .collect();
+    let [gx, gy, gz] = config.grid;
+    let [bx, by, bz] = config.block;
+    // SAFETY: the parameter list matches the generated entry's signature (see codegen's ABI);
+    // buffers were checked to lie inside live allocations; `vals` outlives the call.
+    unsafe {
+        drv::launch_kernel(
+            function,
+            (gx, gy, gz),
+            (bx, by, bz),
+            0,
+            dev.stream,
+            &mut ptrs,
+        )
+    }
+    .map_err(|e| BackendError::InvalidLaunch {
+        kernel: kernel.name.clone(),
+        reason: describe("cuLaunchKernel", e),
+    })
+}

@@ -1,0 +1,230 @@
+//! Device memory and host transfers.
+//!
+//! `allocate` hands out raw `cuMemAlloc` blocks (the caching allocator of `hologram-core` sits
+//! above it). Copies run on the backend's stream, in order with launches. Host-to-device copies
+//! return as soon as the source may be reused; device-to-host copies wait for earlier work.
+//! Transfers of [`STAGING_THRESHOLD`] bytes or more go through two reusable pinned buffers in
+//! chunks, so the CPU copy of one chunk overlaps the DMA of the other.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::{result as drv, CudaContext};
+
+use super::device::{device_error, Device};
+use crate::backend::DeviceMemory;
+use crate::error::{BackendError, Result};
+
+/// Copies at least this large use the pinned staging buffers.
+pub const STAGING_THRESHOLD: usize = 4 << 20;
+/// Size of each pinned staging buffer (one chunk).
+const CHUNK: usize = 8 << 20;
+/// Pinned buffers in flight.
+const BUFFERS: usize = 2;
+
+/// One `cuMemAlloc` allocation.
+pub struct CudaMemory {
+    ptr: CUdeviceptr,
+    size: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl CudaMemory {
+    /// Allocates `bytes` (at least one byte is reserved, so every allocation has an address).
+    pub(crate) fn new(dev: &Device, bytes: usize) -> Result<CudaMemory> {
+        // SAFETY: plain allocation in the current context.
+        let ptr = unsafe { drv::malloc_sync(bytes.max(1)) }.map_err(|e| match e.0 {
+            sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => BackendError::OutOfMemory {
+                bytes,
+                device: dev.name.clone(),
+            },
+            _ => device_error("cuMemAlloc")(e),
+        })?;
+        Ok(CudaMemory {
+            ptr,
+            size: bytes,
+            ctx: dev.ctx.clone(),
+        })
+    }
+
+    /// The device address of the first byte.
+    pub fn address(&self) -> u64 {
+        self.ptr
+    }
+}
+
+impl Drop for CudaMemory {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by `new`, freed once. cuMemFree waits for work using it.
+            let _ = unsafe { drv::free_sync(self.ptr) };
+        }
+    }
+}
+
+impl DeviceMemory for CudaMemory {
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Page-locked host memory from `cuMemHostAlloc`.
+pub(crate) struct Pinned {
+    pub ptr: *mut u8,
+    pub len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl Pinned {
+    /// Allocates `len` pinned bytes with `cuMemHostAlloc` flags.
+    pub(crate) fn new(ctx: &Arc<CudaContext>, len: usize, flags: u32) -> Result<Pinned> {
+        // SAFETY: plain allocation in the current context.
+        let ptr = unsafe { drv::malloc_host(len, flags) }.map_err(device_error("cuMemHostAlloc"))?
+            as *mut u8;
+        Ok(Pinned {
+            ptr,
+            len,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// The first `len` bytes as a slice.
+    ///
+    /// # Safety
+    /// No DMA into or out of the buffer may be in flight.
+    unsafe fn slice_mut(&mut self, len: usize) -> &mut [u8] {
+        std::slice::from_raw_parts_mut(self.ptr, len.min(self.len))
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by `new`, freed once.
+            let _ = unsafe { drv::free_host(self.ptr as *mut _) };
+        }
+    }
+}
+
+/// Two pinned buffers, each with an event marking when its last transfer finished.
+pub(crate) struct Staging {
+    bufs: Vec<Pinned>,
+    events: Vec<sys::CUevent>,
+    busy: Vec<bool>,
+}
+
+// SAFETY: the raw pointers are owned pinned buffers and driver events, used under a mutex.
+unsafe impl Send for Staging {}
+
+impl Staging {
+    pub(crate) fn new(dev: &Device) -> Result<Staging> {
+        let mut bufs = Vec::new();
+        let mut events = Vec::new();
+        for _ in 0..BUFFERS {
+            bufs.push(Pinned::new(&dev.ctx, CHUNK, 0)?);
+            events.push(
+                drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+                    .map_err(device_error("cuEventCreate"))?,
+            );
+        }
+        Ok(Staging {
+            bufs,
+            events,
+            busy: vec![false; BUFFERS],
+        })
+    }
+
+    /// Waits until buffer `b`'s last transfer is done.
+    fn settle(&mut self, b: usize) -> Result<()> {
+        if self.busy[b] {
+            // SAFETY: the event was recorded on the stream after the transfer.
+            unsafe { drv::event::synchronize(self.events[b]) }
+                .map_err(device_error("waiting for a staged copy"))?;
+            self.busy[b] = false;
+        }
+        Ok(())
+    }
+
+    fn mark(&mut self, dev: &Device, b: usize) -> Result<()> {
+        // SAFETY: event and stream are live.
+        unsafe { drv::event::record(self.events[b], dev.stream) }
+            .map_err(device_error("cuEventRecord"))?;
+        self.busy[b] = true;
+        Ok(())
+    }
+
+    /// Host to device through the pinned buffers; returns once every chunk is in a pinned buffer
+    /// (the caller's slice may then be reused).
+    pub(crate) fn copy_in(&mut self, dev: &Device, dst: CUdeviceptr, src: &[u8]) -> Result<()> {
+        for (i, chunk) in src.chunks(CHUNK).enumerate() {
+            let b = i % BUFFERS;
+            self.settle(b)?;
+            // SAFETY: the buffer is idle (settled) and holds CHUNK bytes.
+            let buf = unsafe { self.bufs[b].slice_mut(chunk.len()) };
+            buf.copy_from_slice(chunk);
+            // SAFETY: the destination range was checked by the caller; the pinned source stays
+            // untouched until the event recorded next has completed.
+            unsafe { drv::memcpy_htod_async(dst + (i * CHUNK) as u64, &*buf, dev.stream) }
+                .map_err(device_error("cuMemcpyHtoDAsync"))?;
+            self.mark(dev, b)?;
+        }
+        Ok(())
+    }
+
+    /// Device to host through the pinned buffers, after all earlier work on the stream.
+    pub(crate) fn copy_out(
+        &mut self,
+        dev: &Device,
+        src: CUdeviceptr,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let n = dst.len().div_ceil(CHUNK);
+        let len_of = |i: usize| CHUNK.min(dst.len() - i * CHUNK);
+        let lens: Vec<usize> = (0..n).map(len_of).collect();
+        for (i, &len) in lens.iter().enumerate().take(BUFFERS) {
+            self.fetch(dev, src, i, len)?;
+        }
+        for i in 0..n {
+            let b = i % BUFFERS;
+            self.settle(b)?;
+            // SAFETY: the transfer into the buffer has completed (settled).
+            let buf = unsafe { self.bufs[b].slice_mut(lens[i]) };
+            dst[i * CHUNK..i * CHUNK + lens[i]].copy_from_slice(buf);
+            if i + BUFFERS < n {
+                self.fetch(dev, src, i + BUFFERS, lens[i + BUFFERS])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn fetch(&mut self, dev: &Device, src: CUdeviceptr, i: usize, len: usize) -> Result<()> {
+        let b = i % BUFFERS;
+        self.settle(b)?;
+        // SAFETY: the buffer is idle; the source range was checked by the caller.
+        let buf = unsafe { self.bufs[b].slice_mut(len) };
+        unsafe { drv::memcpy_dtoh_async(buf, src + (i * CHUNK) as u64, dev.stream) }
+            .map_err(device_error("cuMemcpyDtoHAsync"))?;
+        self.mark(dev, b)
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Some(p) = self.bufs.first() {
+            let _ = p.ctx.bind_to_thread();
+        }
+        for (b, e) in self.events.iter().enumerate() {
+            if self.busy[b] {
+                // SAFETY: waiting on a live event before the buffers go.
+                let _ = unsafe { drv::event::synchronize(*e) };
+            }
+            // SAFETY: destroyed once.
+            let _ = unsafe { drv::event::destroy(*e) };
+        }
+    }
+}
