@@ -55,6 +55,20 @@ enum Command {
         #[arg(long, default_value = "auto")]
         backend: String,
     },
+    /// Run the conformance programs on two backends and compare every buffer they write.
+    CrossCheck {
+        /// Folder with NAME.hasm / NAME.json pairs.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The backend to check.
+        #[arg(long, default_value = "cuda")]
+        backend: String,
+        /// The reference backend.
+        #[arg(long, default_value = "cpu")]
+        reference: String,
+    },
+    /// GPU benchmarks (vector add bandwidth, launch latency, sgemm, bounds-check cost).
+    BenchCuda(commands::bench_cuda::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +85,12 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(&args),
         Command::Demo { backend, n } => commands::demo::run(&backend, n),
         Command::Conformance { dir, backend } => commands::conformance::run(dir, &backend),
+        Command::CrossCheck {
+            dir,
+            backend,
+            reference,
+        } => commands::cross_check::run(dir, &reference, &backend),
+        Command::BenchCuda(args) => commands::bench_cuda::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

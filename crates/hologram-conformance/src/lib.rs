@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cross;
 pub mod data;
 mod run;
 
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use hologram_isa::Kernel;
 use serde_json::Value as Json;
 
+pub use cross::{cross_check, CrossReport};
 pub use run::{Outcome, Report, TestResult};
 
 /// Problems loading the suite.

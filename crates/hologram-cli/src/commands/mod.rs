@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
 pub mod asm;
+pub mod bench_cuda;
 pub mod conformance;
+pub mod cross_check;
 pub mod demo;
 pub mod info;
 pub mod run;
