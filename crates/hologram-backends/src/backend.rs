@@ -69,7 +69,15 @@ pub trait DeviceMemory: Send + Sync + 'static {
     fn host_ptr(&self) -> Option<*mut u8> {
         None
     }
+    /// The device address of the memory (a CUDA device pointer), when it has one.
+    fn device_ptr(&self) -> Option<u64> {
+        None
+    }
 }
+
+/// Whatever keeps imported memory alive (a DLPack capsule, a NumPy array); dropped when the
+/// last reference to the imported memory goes.
+pub type MemoryOwner = Box<dyn std::any::Any + Send + Sync>;
 
 /// A shared handle to device memory.
 pub type Memory = Arc<dyn DeviceMemory>;
@@ -227,6 +235,18 @@ pub trait Backend: Send + Sync {
     ) -> Result<()>;
     /// Waits for all submitted work.
     fn synchronize(&self) -> Result<()>;
+
+    /// Wraps memory allocated by someone else (zero-copy interop, e.g. DLPack): `address` is a
+    /// host pointer on the CPU backend and a device pointer on CUDA; `owner` is kept alive as
+    /// long as the memory is used. The default says the backend cannot import memory.
+    fn import_memory(&self, address: u64, bytes: usize, owner: MemoryOwner) -> Result<Memory> {
+        let _ = (address, bytes, owner);
+        Err(crate::error::BackendError::Unsupported {
+            kernel: "import".into(),
+            feature: "importing external memory".into(),
+            device: self.info().name,
+        })
+    }
 
     /// `C = alpha · op(A) · op(B) + beta · C` (see [`GemmDesc`]). The default runs the generic
     /// Atlas ISA kernel; backends override it with a library (a CPU GEMM crate, cuBLAS).

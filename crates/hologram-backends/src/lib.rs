@@ -36,7 +36,7 @@ pub mod wgpu;
 
 pub use backend::{
     Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
-    KernelArg, LaunchConfig, Memory,
+    KernelArg, LaunchConfig, Memory, MemoryOwner,
 };
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};

@@ -9,12 +9,15 @@ use crate::alloc::Block;
 use crate::error::Result;
 use crate::executor::{Executor, Inner};
 
-/// `bytes` bytes of device memory.
+/// `bytes` bytes of device memory: a block of the caching allocator, or memory imported from
+/// another library.
 pub(crate) struct Storage {
     pub(crate) inner: Arc<Inner>,
     /// Taken only in `drop`.
     block: ManuallyDrop<Block>,
     pub(crate) bytes: usize,
+    /// Imported memory goes back to its owner, not to the allocator.
+    external: bool,
 }
 
 impl Storage {
@@ -24,7 +27,24 @@ impl Storage {
             inner: exec.inner.clone(),
             block: ManuallyDrop::new(block),
             bytes,
+            external: false,
         })
+    }
+
+    /// Wraps imported memory.
+    pub(crate) fn external(exec: &Executor, memory: Memory) -> Self {
+        let bytes = memory.size();
+        let block = Block {
+            memory,
+            class: None,
+            requested: bytes,
+        };
+        Storage {
+            inner: exec.inner.clone(),
+            block: ManuallyDrop::new(block),
+            bytes,
+            external: true,
+        }
     }
 
     pub(crate) fn memory(&self) -> &Memory {
@@ -53,6 +73,8 @@ impl Drop for Storage {
     fn drop(&mut self) {
         // SAFETY: `block` is never used again after this.
         let block = unsafe { ManuallyDrop::take(&mut self.block) };
-        self.inner.allocator.release(block);
+        if !self.external {
+            self.inner.allocator.release(block);
+        }
     }
 }

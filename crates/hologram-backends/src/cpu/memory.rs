@@ -1,44 +1,59 @@
-//! Host memory for the CPU backend: zeroed, 64-byte aligned allocations.
+//! Host memory for the CPU backend: zeroed, 64-byte aligned allocations, or memory imported
+//! from another library (NumPy, PyTorch) and kept alive by its owner.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::any::Any;
 use std::ptr::NonNull;
 
-use crate::backend::DeviceMemory;
+use crate::backend::{DeviceMemory, MemoryOwner};
 use crate::error::{BackendError, Result};
 
 /// Alignment of every allocation (a cache line; enough for any element type and SIMD loads).
 pub const ALIGN: usize = 64;
 
-/// One host allocation.
+enum Kind {
+    Owned(Layout),
+    Imported(#[allow(dead_code)] MemoryOwner),
+}
+
+/// One block of host memory.
 pub struct CpuMemory {
     ptr: NonNull<u8>,
     size: usize,
-    layout: Layout,
+    kind: Kind,
 }
 
-// SAFETY: the allocation is plain bytes owned by this value; concurrent access is coordinated by
-// the backend (copies and launches on the CPU are synchronous, and kernels' own data races are
-// documented as undefined results, as on GPUs).
+// SAFETY: the memory is plain bytes; concurrent access is coordinated by the backend (copies and
+// launches on the CPU are synchronous, and kernels' own data races are documented as undefined
+// results, as on GPUs). Imported owners are Send + Sync.
 unsafe impl Send for CpuMemory {}
 unsafe impl Sync for CpuMemory {}
 
 impl CpuMemory {
     /// Allocates `size` zeroed bytes.
     pub fn new(size: usize) -> Result<Self> {
-        let oom = || BackendError::OutOfMemory {
-            bytes: size,
-            device: "host".into(),
-        };
+        let oom = || BackendError::OutOfMemory { bytes: size, device: "host".into() };
         // Zero-sized allocations still get a unique, aligned block.
         let layout = Layout::from_size_align(size.max(1), ALIGN).map_err(|_| oom())?;
         // SAFETY: layout has non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or_else(oom)?;
-        Ok(CpuMemory { ptr, size, layout })
+        Ok(CpuMemory { ptr, size, kind: Kind::Owned(layout) })
     }
 
-    /// Start of the allocation.
+    /// Wraps `size` bytes at `address` owned by `owner`.
+    ///
+    /// # Safety
+    /// `address..address + size` must stay valid, writable host memory while `owner` lives.
+    pub unsafe fn import(address: u64, size: usize, owner: MemoryOwner) -> Result<Self> {
+        let ptr = NonNull::new(address as usize as *mut u8).ok_or_else(|| BackendError::InvalidArgument {
+            kernel: "import".into(),
+            reason: "null host pointer".into(),
+        })?;
+        Ok(CpuMemory { ptr, size, kind: Kind::Imported(owner) })
+    }
+
+    /// Start of the memory.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -46,8 +61,10 @@ impl CpuMemory {
 
 impl Drop for CpuMemory {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+        if let Kind::Owned(layout) = self.kind {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { dealloc(self.ptr.as_ptr(), layout) }
+        }
     }
 }
 

@@ -263,6 +263,11 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn import_memory(&self, address: u64, bytes: usize, owner: crate::backend::MemoryOwner) -> Result<Memory> {
+        // SAFETY: the caller (DLPack import) passes memory its owner keeps valid and writable.
+        Ok(Arc::new(unsafe { CpuMemory::import(address, bytes, owner)? }))
+    }
+
     fn gemm(
         &self,
         desc: &crate::library::GemmDesc,

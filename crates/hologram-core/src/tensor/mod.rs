@@ -297,6 +297,62 @@ impl Tensor {
         }
     }
 
+    /// A tensor over memory imported from another library (zero-copy): the memory must hold
+    /// every element the layout addresses.
+    pub fn from_external(
+        exec: &Executor,
+        memory: hologram_backends::Memory,
+        dtype: DType,
+        layout: Layout,
+    ) -> Result<Tensor> {
+        if layout.span() * dtype.size() > memory.size() {
+            return Err(Error::LengthMismatch(format!(
+                "a {dtype} view of shape {:?} needs {} bytes, the memory holds {}",
+                layout.shape,
+                layout.span() * dtype.size(),
+                memory.size()
+            )));
+        }
+        Ok(Tensor::stored(
+            exec,
+            dtype,
+            layout,
+            Arc::new(Storage::external(exec, memory)),
+        ))
+    }
+
+    /// The address of element 0 (a host pointer on the CPU, a device pointer on CUDA), for
+    /// zero-copy export; the tensor is realized first.
+    pub fn data_ptr(&self) -> Result<(u64, bool)> {
+        let (storage, layout) = self.storage()?;
+        let off = (layout.offset * self.dtype.size()) as u64;
+        let m = storage.memory();
+        if let Some(p) = m.host_ptr() {
+            return Ok((p as u64 + off, true));
+        }
+        if let Some(p) = m.device_ptr() {
+            return Ok((p + off, false));
+        }
+        Err(Error::Program(format!(
+            "{} memory has no address to export",
+            self.exec.backend_type()
+        )))
+    }
+
+    /// The tensor's elements as a kernel argument (it must be contiguous).
+    pub fn kernel_arg(&self) -> Result<hologram_backends::KernelArg> {
+        if !self.is_contiguous() {
+            return Err(Error::ShapeMismatch(
+                "a kernel argument must be contiguous".into(),
+            ));
+        }
+        let (storage, layout) = self.storage()?;
+        let size = self.dtype.size();
+        Ok(hologram_backends::KernelArg::Buffer(
+            storage.arg(layout.offset * size, self.numel() * size),
+        ))
+    }
+
     /// A copy of this tensor on another executor (through host memory).
     pub fn to_executor(&self, exec: &Executor) -> Result<Tensor> {
         if self.exec.same_as(exec) {

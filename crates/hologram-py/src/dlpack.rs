@@ -1,0 +1,271 @@
+//! DLPack: zero-copy exchange with NumPy, PyTorch and CuPy (host and CUDA memory).
+
+use std::ffi::{c_void, CStr};
+
+use hologram_core::{DType, Executor, Tensor};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::errors::{IntoPy, PyRes, ValidationError};
+
+const CPU: i32 = 1;
+const CUDA: i32 = 2;
+const CUDA_HOST: i32 = 3;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DLDevice {
+    device_type: i32,
+    device_id: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DLDataType {
+    code: u8,
+    bits: u8,
+    lanes: u16,
+}
+
+#[repr(C)]
+struct DLTensor {
+    data: *mut c_void,
+    device: DLDevice,
+    ndim: i32,
+    dtype: DLDataType,
+    shape: *mut i64,
+    strides: *mut i64,
+    byte_offset: u64,
+}
+
+#[repr(C)]
+struct DLManagedTensor {
+    dl_tensor: DLTensor,
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+}
+
+const NAME: &CStr = c"dltensor";
+const USED: &CStr = c"used_dltensor";
+
+fn dl_dtype(d: DType) -> DLDataType {
+    let (code, bits) = match d {
+        DType::Bool => (6, 8),
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 => (0, d.size() as u8 * 8),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => (1, d.size() as u8 * 8),
+        DType::F16 | DType::F32 | DType::F64 => (2, d.size() as u8 * 8),
+        DType::BF16 => (4, 16),
+    };
+    DLDataType {
+        code,
+        bits,
+        lanes: 1,
+    }
+}
+
+fn from_dl_dtype(t: DLDataType) -> Option<DType> {
+    if t.lanes != 1 {
+        return None;
+    }
+    Some(match (t.code, t.bits) {
+        (6, 8) | (1, 1) => DType::Bool,
+        (0, 8) => DType::I8,
+        (0, 16) => DType::I16,
+        (0, 32) => DType::I32,
+        (0, 64) => DType::I64,
+        (1, 8) => DType::U8,
+        (1, 16) => DType::U16,
+        (1, 32) => DType::U32,
+        (1, 64) => DType::U64,
+        (2, 16) => DType::F16,
+        (2, 32) => DType::F32,
+        (2, 64) => DType::F64,
+        (4, 16) => DType::BF16,
+        _ => return None,
+    })
+}
+
+/// The DLPack device of a tensor's memory.
+pub fn device_of(t: &Tensor) -> (i32, i32) {
+    match t.executor().backend_type() {
+        hologram_core::BackendType::Cuda => (CUDA, 0),
+        _ => (CPU, 0),
+    }
+}
+
+/// What an exported DLManagedTensor keeps alive.
+struct Export {
+    _tensor: Tensor,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+}
+
+unsafe extern "C" fn delete_export(m: *mut DLManagedTensor) {
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: `m` and its context were created by `export` with Box::into_raw.
+    unsafe {
+        let ctx = (*m).manager_ctx as *mut Export;
+        drop(Box::from_raw(ctx));
+        drop(Box::from_raw(m));
+    }
+}
+
+unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
+    // SAFETY: called by Python with our capsule; only an unconsumed capsule still owns the
+    // tensor (a consumer renames it to "used_dltensor" and calls the deleter itself).
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
+            let m = ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr()) as *mut DLManagedTensor;
+            if let Some(d) = (*m).deleter {
+                d(m);
+            }
+        }
+    }
+}
+
+/// Exports a tensor as a `dltensor` capsule (its storage stays alive until the consumer is
+/// done). Pending expressions are evaluated first.
+pub fn export<'py>(py: Python<'py>, t: &Tensor) -> PyRes<Bound<'py, PyAny>> {
+    let t = py.detach(|| t.realize()).py()?;
+    let (ptr, _host) = py.detach(|| t.data_ptr()).py()?;
+    let ctx = Box::new(Export {
+        shape: t.shape().iter().map(|&d| d as i64).collect(),
+        strides: t.strides().iter().map(|&s| s as i64).collect(),
+        _tensor: t.clone(),
+    });
+    let (device_type, device_id) = device_of(&t);
+    let ctx = Box::into_raw(ctx);
+    // SAFETY: ctx is a valid, uniquely owned pointer until `delete_export` frees it.
+    let (shape, strides) = unsafe { ((*ctx).shape.as_mut_ptr(), (*ctx).strides.as_mut_ptr()) };
+    let managed = Box::new(DLManagedTensor {
+        dl_tensor: DLTensor {
+            data: ptr as usize as *mut c_void,
+            device: DLDevice {
+                device_type,
+                device_id,
+            },
+            ndim: t.rank() as i32,
+            dtype: dl_dtype(t.dtype()),
+            shape,
+            strides,
+            byte_offset: 0,
+        },
+        manager_ctx: ctx as *mut c_void,
+        deleter: Some(delete_export),
+    });
+    let m = Box::into_raw(managed);
+    // SAFETY: a new capsule owning `m` (freed by the destructor unless a consumer takes it).
+    unsafe {
+        let cap = ffi::PyCapsule_New(m as *mut c_void, NAME.as_ptr(), Some(capsule_destructor));
+        if cap.is_null() {
+            delete_export(m);
+            return Err(PyErr::fetch(py));
+        }
+        Ok(Bound::from_owned_ptr(py, cap))
+    }
+}
+
+/// Keeps an imported DLManagedTensor alive; calls its deleter (with the GIL) when dropped.
+struct Import(*mut DLManagedTensor);
+
+// SAFETY: the pointer is only used to call the producer's deleter, under the GIL.
+unsafe impl Send for Import {}
+unsafe impl Sync for Import {}
+
+impl Drop for Import {
+    fn drop(&mut self) {
+        let m = self.0;
+        Python::attach(|_| {
+            // SAFETY: we own the managed tensor since we renamed its capsule.
+            unsafe {
+                if let Some(d) = (*m).deleter {
+                    d(m);
+                }
+            }
+        });
+    }
+}
+
+/// Imports anything with `__dlpack__` (NumPy, PyTorch, CuPy) without copying: host memory
+/// onto `cpu`, CUDA memory onto `cuda` (which must be given for CUDA tensors).
+pub fn import(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    cpu: &Executor,
+    cuda: Option<&Executor>,
+) -> PyRes<Tensor> {
+    let cap = if obj.hasattr("__dlpack__")? {
+        obj.call_method0("__dlpack__")?
+    } else {
+        obj.clone()
+    };
+    // SAFETY: the capsule API is used as DLPack specifies: take the pointer of an unconsumed
+    // "dltensor" capsule and rename it, after which we own the managed tensor.
+    let m = unsafe {
+        let p = cap.as_ptr();
+        if ffi::PyCapsule_IsValid(p, NAME.as_ptr()) != 1 {
+            return Err(ValidationError::new_err(
+                "from_dlpack needs an object with __dlpack__ (or an unused DLPack capsule)",
+            ));
+        }
+        let m = ffi::PyCapsule_GetPointer(p, NAME.as_ptr()) as *mut DLManagedTensor;
+        if m.is_null() || ffi::PyCapsule_SetName(p, USED.as_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        m
+    };
+    let owner = Import(m);
+    // SAFETY: `m` is a valid DLManagedTensor owned by `owner`.
+    let dl = unsafe { &(*m).dl_tensor };
+    let dtype = from_dl_dtype(dl.dtype).ok_or_else(|| {
+        ValidationError::new_err(format!(
+            "unsupported DLPack dtype (code {}, {} bits)",
+            dl.dtype.code, dl.dtype.bits
+        ))
+    })?;
+    let ndim = dl.ndim.max(0) as usize;
+    // SAFETY: DLPack guarantees `shape` has `ndim` entries, and `strides` too when not null.
+    let shape: Vec<usize> = (0..ndim)
+        .map(|i| unsafe { *dl.shape.add(i) }.max(0) as usize)
+        .collect();
+    let strides: Vec<i64> = if dl.strides.is_null() {
+        hologram_core::tensor::layout::contiguous_strides(&shape)
+            .iter()
+            .map(|&s| s as i64)
+            .collect()
+    } else {
+        (0..ndim).map(|i| unsafe { *dl.strides.add(i) }).collect()
+    };
+    if strides.iter().any(|&s| s < 0) {
+        return Err(ValidationError::new_err(
+            "negative strides are not supported; make the array contiguous first",
+        ));
+    }
+    let layout = hologram_core::tensor::Layout {
+        shape: shape.clone(),
+        strides: strides.iter().map(|&s| s as usize).collect(),
+        offset: 0,
+    };
+    let bytes = layout.span() * dtype.size();
+    let address = dl.data as u64 + dl.byte_offset;
+    let exec = match dl.device.device_type {
+        CPU | CUDA_HOST => cpu,
+        CUDA => cuda.ok_or_else(|| {
+            ValidationError::new_err(
+                "a CUDA tensor needs a CUDA executor: from_dlpack(x, executor=Executor('cuda'))",
+            )
+        })?,
+        other => {
+            return Err(ValidationError::new_err(format!(
+                "DLPack device type {other} is not supported"
+            )))
+        }
+    };
+    let memory = exec
+        .backend()
+        .import_memory(address, bytes.max(dtype.size()), Box::new(owner))
+        .map_err(|e| crate::errors::to_py(e.into()))?;
+    Tensor::from_external(exec, memory, dtype, layout).py()
+}

@@ -1,0 +1,199 @@
+//! `hologram._native.Executor`
+
+use hologram_core::{availability, BackendType, DType, Executor, Tensor};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{IntoPy, PyRes, ValidationError};
+use crate::tensor::PyTensor;
+
+/// Parses a dtype name (`f32`, `float32`, `bool`, ...).
+pub fn dtype(name: &str) -> PyRes<DType> {
+    DType::parse(name).py()
+}
+
+/// Runs `f` without the GIL (long work must not block other Python threads).
+pub fn nogil<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> hologram_core::Result<T> + Send,
+) -> PyRes<T> {
+    py.detach(f).py()
+}
+
+/// Runs kernels on one backend; owns its caching allocator and kernel cache.
+#[pyclass(name = "Executor", module = "hologram._native", frozen)]
+pub struct PyExecutor {
+    pub e: Executor,
+}
+
+#[pymethods]
+impl PyExecutor {
+    /// `backend`: `auto` (HOLOGRAM_BACKEND, else CUDA, a GPU, else the CPU), `cpu`, `cuda`,
+    /// `metal`, `vulkan` or `dx12`. Raises BackendUnavailableError saying why a backend cannot run.
+    #[new]
+    #[pyo3(signature = (backend = "auto"))]
+    fn new(backend: &str) -> PyRes<Self> {
+        let e = if backend.trim().eq_ignore_ascii_case("auto") {
+            Executor::new_auto()
+        } else {
+            backend
+                .parse::<BackendType>()
+                .and_then(Executor::new_with_backend)
+        }
+        .py()?;
+        Ok(PyExecutor { e })
+    }
+
+    /// The backend's name (`cpu`, `cuda`, ...).
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.e.backend_type().name()
+    }
+
+    /// The device: name, architecture, memory, compute units, driver.
+    fn info<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
+        let i = self.e.info();
+        let d = PyDict::new(py);
+        d.set_item("backend", self.e.backend_type().name())?;
+        d.set_item("name", i.name)?;
+        d.set_item("arch", i.arch)?;
+        d.set_item("memory_bytes", i.memory_bytes)?;
+        d.set_item("compute_units", i.compute_units)?;
+        d.set_item("driver", i.driver)?;
+        d.set_item("host_memory", self.e.capabilities().host_memory)?;
+        Ok(d)
+    }
+
+    /// Allocator, kernel-cache and launch counters.
+    fn stats<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
+        let a = self.e.allocator_stats();
+        let k = self.e.kernel_cache_stats();
+        let d = PyDict::new(py);
+        d.set_item("allocations", a.allocations)?;
+        d.set_item("cache_hits", a.cache_hits)?;
+        d.set_item("device_allocations", a.device_allocations)?;
+        d.set_item("bytes_in_use", a.bytes_in_use)?;
+        d.set_item("bytes_reserved", a.bytes_reserved)?;
+        d.set_item("bytes_cached", a.bytes_cached)?;
+        d.set_item("peak_reserved", a.peak_reserved)?;
+        d.set_item("kernels_compiled", k.compiles)?;
+        d.set_item("kernel_cache_hits", k.hits)?;
+        d.set_item("launches", self.e.launch_count())?;
+        Ok(d)
+    }
+
+    /// Returns cached free memory to the device.
+    fn empty_cache(&self) {
+        self.e.empty_cache()
+    }
+
+    /// Waits for all submitted work.
+    fn synchronize(&self, py: Python<'_>) -> PyRes<()> {
+        let e = self.e.clone();
+        nogil(py, move || e.synchronize())
+    }
+
+    /// A tensor holding a copy of `nbytes` bytes at host `address` (C order), which `owner`
+    /// (a NumPy array) keeps valid during the call.
+    fn tensor_from_address(
+        &self,
+        py: Python<'_>,
+        address: usize,
+        nbytes: usize,
+        shape: Vec<usize>,
+        dtype: &str,
+        owner: Py<PyAny>,
+    ) -> PyRes<PyTensor> {
+        let dt = self::dtype(dtype)?;
+        // SAFETY: `owner` keeps the memory alive for the whole call.
+        let bytes = unsafe { host_bytes(address, nbytes)? };
+        let e = self.e.clone();
+        let t = nogil(py, move || Tensor::from_bytes(&e, bytes, &shape, dt))?;
+        drop(owner);
+        Ok(PyTensor { t })
+    }
+
+    /// A tensor filled with `value`.
+    fn full(&self, py: Python<'_>, shape: Vec<usize>, value: f64, dtype: &str) -> PyRes<PyTensor> {
+        let dt = self::dtype(dtype)?;
+        let e = self.e.clone();
+        Ok(PyTensor {
+            t: nogil(py, move || Tensor::full(&e, &shape, value, dt))?,
+        })
+    }
+
+    /// `start, start + step, ...` below `stop`.
+    fn arange(&self, start: f64, stop: f64, step: f64, dtype: &str) -> PyRes<PyTensor> {
+        Ok(PyTensor {
+            t: Tensor::arange(&self.e, start, stop, step, self::dtype(dtype)?).py()?,
+        })
+    }
+
+    /// Uniform [0, 1) (or standard normal with `normal`) numbers, reproducible for a seed.
+    #[pyo3(signature = (shape, seed, dtype, normal = false))]
+    fn random(&self, shape: Vec<usize>, seed: u64, dtype: &str, normal: bool) -> PyRes<PyTensor> {
+        let dt = self::dtype(dtype)?;
+        let t = if normal {
+            Tensor::randn(&self.e, &shape, seed, dt)
+        } else {
+            Tensor::rand(&self.e, &shape, seed, dt)
+        };
+        Ok(PyTensor { t: t.py()? })
+    }
+
+    /// Runs a program: `grid` and `block` are 1-3 ints; `args` maps every parameter name to a
+    /// Tensor/Buffer (buffer parameters, which must be contiguous) or a number (scalars).
+    #[pyo3(signature = (program, grid, block, args, bounds_checks = true))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        program: &crate::program::PyProgram,
+        grid: Vec<u32>,
+        block: Vec<u32>,
+        args: &Bound<'_, PyDict>,
+        bounds_checks: bool,
+    ) -> PyRes<()> {
+        crate::program::run(py, &self.e, program, grid, block, args, bounds_checks)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Executor(backend='{}', device='{}')",
+            self.e.backend_type(),
+            self.e.info().name
+        )
+    }
+}
+
+/// The bytes at a host address (from `numpy.ndarray.ctypes.data`).
+///
+/// # Safety
+/// `address..address + nbytes` must be readable host memory for the lifetime `'a`.
+pub unsafe fn host_bytes<'a>(address: usize, nbytes: usize) -> PyRes<&'a [u8]> {
+    if address == 0 && nbytes > 0 {
+        return Err(ValidationError::new_err("null data address"));
+    }
+    if nbytes == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: per the function's contract.
+    Ok(unsafe { std::slice::from_raw_parts(address as *const u8, nbytes) })
+}
+
+/// Every backend with its device or why it is unavailable: `[(name, available, detail)]`.
+#[pyfunction]
+pub fn backends() -> Vec<(String, bool, String)> {
+    availability()
+        .into_iter()
+        .map(|a| match a.status {
+            Ok(info) => (a.backend.name().to_string(), true, info.name),
+            Err(reason) => (a.backend.name().to_string(), false, reason),
+        })
+        .collect()
+}
+
+/// The backend `Executor('auto')` would pick.
+#[pyfunction]
+pub fn default_backend() -> PyRes<&'static str> {
+    Ok(Executor::new_auto().py()?.backend_type().name())
+}

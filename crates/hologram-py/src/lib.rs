@@ -1,0 +1,35 @@
+//! `hologram._native`: the Rust side of the Python SDK. The `hologram` package wraps it.
+
+mod dlpack;
+mod errors;
+mod executor;
+mod program;
+mod tensor;
+
+use pyo3::prelude::*;
+
+/// Imports an object with `__dlpack__` (NumPy, PyTorch, CuPy) without copying.
+#[pyfunction]
+#[pyo3(signature = (obj, cpu, cuda = None))]
+fn from_dlpack(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    cpu: &executor::PyExecutor,
+    cuda: Option<&executor::PyExecutor>,
+) -> PyResult<tensor::PyTensor> {
+    Ok(tensor::PyTensor {
+        t: dlpack::import(py, obj, &cpu.e, cuda.map(|c| &c.e))?,
+    })
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<executor::PyExecutor>()?;
+    m.add_class::<tensor::PyTensor>()?;
+    m.add_class::<program::PyProgram>()?;
+    m.add_function(wrap_pyfunction!(executor::backends, m)?)?;
+    m.add_function(wrap_pyfunction!(executor::default_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)
+}

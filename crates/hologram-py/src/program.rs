@@ -1,0 +1,163 @@
+//! `hologram.asm(text)` and running programs from Python.
+
+use hologram_backends::{KernelArg, LaunchConfig};
+use hologram_core::Executor;
+use hologram_isa::semantics::Value;
+use hologram_isa::{Kernel, ParamKind};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{IntoPy, PyRes, ValidationError};
+use crate::executor::nogil;
+use crate::tensor::PyTensor;
+
+/// A validated Atlas ISA kernel.
+#[pyclass(name = "Program", module = "hologram._native", frozen)]
+pub struct PyProgram {
+    pub kernel: Kernel,
+}
+
+#[pymethods]
+impl PyProgram {
+    /// Parses and validates `.hasm` text; errors carry line:column.
+    #[new]
+    fn new(text: &str) -> PyRes<Self> {
+        let kernel =
+            hologram_isa::assemble(text).map_err(|e| ValidationError::new_err(e.to_string()))?;
+        Ok(PyProgram { kernel })
+    }
+
+    /// Kernel name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.kernel.name
+    }
+
+    /// Parameters as `(name, kind, dtype)` with kind `buffer` or `scalar`.
+    #[getter]
+    fn params(&self) -> Vec<(String, &'static str, &'static str)> {
+        self.kernel
+            .params
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    if p.is_buffer() { "buffer" } else { "scalar" },
+                    p.ty().name(),
+                )
+            })
+            .collect()
+    }
+
+    /// The program as `.hasm` text.
+    fn text(&self) -> String {
+        hologram_isa::print(&self.kernel.to_program())
+    }
+
+    /// The canonical form as `.hasm` text.
+    fn canonical(&self) -> String {
+        hologram_isa::print(&hologram_compiler::canonicalize(&self.kernel).0.to_program())
+    }
+
+    /// The canonical digest (hex), which keys kernel caches.
+    #[getter]
+    fn digest(&self) -> String {
+        hologram_compiler::digest(&self.kernel).to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Program('{}', {} instructions)",
+            self.kernel.name,
+            self.kernel.insts.len()
+        )
+    }
+}
+
+fn dims(v: &[u32], what: &str) -> PyRes<[u32; 3]> {
+    if v.is_empty() || v.len() > 3 {
+        return Err(ValidationError::new_err(format!(
+            "{what} takes 1 to 3 sizes, got {}",
+            v.len()
+        )));
+    }
+    let mut d = [1u32; 3];
+    d[..v.len()].copy_from_slice(v);
+    Ok(d)
+}
+
+pub fn run(
+    py: Python<'_>,
+    exec: &Executor,
+    program: &PyProgram,
+    grid: Vec<u32>,
+    block: Vec<u32>,
+    args: &Bound<'_, PyDict>,
+    bounds_checks: bool,
+) -> PyRes<()> {
+    let k = &program.kernel;
+    for key in args.keys() {
+        let name: String = key.extract()?;
+        if k.params.iter().all(|p| p.name != name) {
+            return Err(ValidationError::new_err(format!(
+                "kernel '{}' has no parameter '{name}'",
+                k.name
+            )));
+        }
+    }
+    let mut kargs = Vec::new();
+    for p in &k.params {
+        let v = args
+            .get_item(&p.name)?
+            .ok_or_else(|| ValidationError::new_err(format!("missing argument '{}'", p.name)))?;
+        match p.kind {
+            ParamKind::Scalar(ty) => {
+                let text: String = v.str()?.extract()?;
+                let text = if text == "True" {
+                    "true".into()
+                } else if text == "False" {
+                    "false".into()
+                } else {
+                    text
+                };
+                let val = Value::parse(ty, &text).ok_or_else(|| {
+                    ValidationError::new_err(format!("'{}' needs a {ty}, got {text}", p.name))
+                })?;
+                kargs.push(KernelArg::Scalar(val));
+            }
+            ParamKind::Buffer { elem, .. } => {
+                let t: PyRef<'_, PyTensor> = v
+                    .getattr("_t")
+                    .or_else(|_| Ok::<_, PyErr>(v.clone()))?
+                    .extract()
+                    .map_err(|_| {
+                        ValidationError::new_err(format!("'{}' needs a Buffer or Tensor", p.name))
+                    })?;
+                if t.t.dtype().storage() != elem {
+                    return Err(ValidationError::new_err(format!(
+                        "'{}' is a buffer of {elem}, got a {} tensor",
+                        p.name,
+                        t.t.dtype()
+                    )));
+                }
+                if !t.t.is_contiguous() {
+                    return Err(ValidationError::new_err(format!(
+                        "'{}' must be contiguous",
+                        p.name
+                    )));
+                }
+                kargs.push(t.t.kernel_arg().py()?);
+            }
+        }
+    }
+    let config = LaunchConfig {
+        grid: dims(&grid, "grid")?,
+        block: dims(&block, "block")?,
+        bounds_checks,
+    };
+    let (exec, kernel) = (exec.clone(), k.clone());
+    nogil(py, move || {
+        let compiled = exec.compile(&kernel)?;
+        exec.launch(&compiled, &config, &kargs)
+    })
+}

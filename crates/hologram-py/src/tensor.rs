@@ -1,0 +1,556 @@
+//! `hologram._native.Tensor`: the core tensor, its ops, and host views.
+
+use hologram_core::{BinaryFn, DType, ReduceOp, Tensor, UnaryFn};
+use hologram_isa::CmpOp;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+use crate::errors::{IntoPy, PyRes, ValidationError};
+use crate::executor::{dtype, host_bytes, nogil, PyExecutor};
+
+/// An n-dimensional array on an executor's device. Element-wise ops are recorded lazily and
+/// fused into one kernel when the result is needed.
+#[pyclass(name = "Tensor", module = "hologram._native", frozen)]
+#[derive(Clone)]
+pub struct PyTensor {
+    pub t: Tensor,
+}
+
+/// A tensor or a number.
+#[derive(FromPyObject)]
+pub enum Operand<'py> {
+    Tensor(PyRef<'py, PyTensor>),
+    Number(f64),
+}
+
+fn unary_fn(name: &str) -> PyRes<UnaryFn> {
+    use UnaryFn::*;
+    Ok(match name {
+        "abs" => Abs,
+        "neg" => Neg,
+        "sqrt" => Sqrt,
+        "rsqrt" => Rsqrt,
+        "exp" => Exp,
+        "log" => Log,
+        "sin" => Sin,
+        "cos" => Cos,
+        "tan" => Tan,
+        "tanh" => Tanh,
+        "sigmoid" => Sigmoid,
+        "relu" => Relu,
+        "gelu" => Gelu,
+        "silu" => Silu,
+        "erf" => Erf,
+        "floor" => Floor,
+        "ceil" => Ceil,
+        "round" => Round,
+        "trunc" => Trunc,
+        "logical_not" | "not" => Not,
+        "reciprocal" => Recip,
+        "square" => Square,
+        _ => {
+            return Err(ValidationError::new_err(format!(
+                "unknown unary op '{name}'"
+            )))
+        }
+    })
+}
+
+fn binary_fn(name: &str) -> PyRes<BinaryFn> {
+    use BinaryFn::*;
+    Ok(match name {
+        "add" => Add,
+        "sub" => Sub,
+        "mul" => Mul,
+        "div" => Div,
+        "rem" => Rem,
+        "pow" => Pow,
+        "minimum" => Min,
+        "maximum" => Max,
+        "and" => And,
+        "or" => Or,
+        "xor" => Xor,
+        _ => {
+            return Err(ValidationError::new_err(format!(
+                "unknown binary op '{name}'"
+            )))
+        }
+    })
+}
+
+fn cmp_op(name: &str) -> PyRes<CmpOp> {
+    CmpOp::from_name(name)
+        .ok_or_else(|| ValidationError::new_err(format!("unknown comparison '{name}'")))
+}
+
+fn reduce_op(name: &str) -> PyRes<ReduceOp> {
+    Ok(match name {
+        "sum" => ReduceOp::Sum,
+        "mean" => ReduceOp::Mean,
+        "prod" => ReduceOp::Prod,
+        "max" => ReduceOp::Max,
+        "min" => ReduceOp::Min,
+        _ => {
+            return Err(ValidationError::new_err(format!(
+                "unknown reduction '{name}'"
+            )))
+        }
+    })
+}
+
+fn wrap(t: hologram_core::Result<Tensor>) -> PyRes<PyTensor> {
+    Ok(PyTensor { t: t.py()? })
+}
+
+/// NumPy's typestr for a dtype (None for bf16, which NumPy lacks).
+fn typestr(d: DType) -> Option<&'static str> {
+    Some(match d {
+        DType::Bool => "|b1",
+        DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
+        DType::U16 => "<u2",
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
+        DType::I64 => "<i8",
+        DType::U64 => "<u8",
+        DType::F16 => "<f2",
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+        DType::BF16 => return None,
+    })
+}
+
+#[pymethods]
+impl PyTensor {
+    /// Size of each dimension.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.t.shape())
+    }
+
+    /// Element type name (`f32`, `bool`, ...).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.t.dtype().name()
+    }
+
+    /// Element strides.
+    #[getter]
+    fn strides(&self) -> Vec<usize> {
+        self.t.strides().to_vec()
+    }
+
+    /// Number of elements.
+    #[getter]
+    fn numel(&self) -> usize {
+        self.t.numel()
+    }
+
+    /// True when dense and row-major.
+    #[getter]
+    fn is_contiguous(&self) -> bool {
+        self.t.is_contiguous()
+    }
+
+    /// True while an element-wise expression is pending.
+    #[getter]
+    fn is_lazy(&self) -> bool {
+        self.t.is_lazy()
+    }
+
+    /// The executor the tensor lives on.
+    #[getter]
+    fn executor(&self) -> PyExecutor {
+        PyExecutor {
+            e: self.t.executor().clone(),
+        }
+    }
+
+    /// Copies `nbytes` bytes at host `address` (C order, exactly the tensor's size) into the
+    /// tensor; `owner` (a NumPy array) keeps the memory valid during the call.
+    fn write_from_address(
+        &self,
+        py: Python<'_>,
+        address: usize,
+        nbytes: usize,
+        owner: Py<PyAny>,
+    ) -> PyRes<()> {
+        // SAFETY: `owner` keeps the memory alive for the whole call.
+        let bytes = unsafe { host_bytes(address, nbytes)? };
+        let _keep = owner;
+        let want = self.t.numel() * self.t.dtype().size();
+        if bytes.len() != want {
+            return Err(ValidationError::new_err(format!(
+                "{} bytes given for a {} tensor of shape {:?} ({} bytes)",
+                bytes.len(),
+                self.t.dtype(),
+                self.t.shape(),
+                want
+            )));
+        }
+        let t = self.t.clone();
+        nogil(py, move || {
+            let exec = t.executor().clone();
+            let src = Tensor::from_bytes(&exec, bytes, t.shape(), t.dtype())?;
+            src.copy_into(&t)
+        })
+    }
+
+    /// The elements in C order as bytes (a copy).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyBytes>> {
+        let t = self.t.clone();
+        let bytes = nogil(py, move || t.to_bytes())?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// NumPy's `__array_interface__` for a zero-copy view of host memory, or None when the
+    /// memory is not host memory (or the dtype has no NumPy type).
+    fn host_array_interface<'py>(&self, py: Python<'py>) -> PyRes<Option<Bound<'py, PyDict>>> {
+        let Some(ts) = typestr(self.t.dtype()) else {
+            return Ok(None);
+        };
+        let t = self.t.clone();
+        let (ptr, host) = nogil(py, move || t.data_ptr())?;
+        if !host {
+            return Ok(None);
+        }
+        let size = self.t.dtype().size();
+        let d = PyDict::new(py);
+        d.set_item("version", 3)?;
+        d.set_item("shape", PyTuple::new(py, self.t.shape())?)?;
+        d.set_item("typestr", ts)?;
+        d.set_item("data", (ptr as usize, false))?;
+        let strides: Vec<usize> = self.t.strides().iter().map(|s| s * size).collect();
+        d.set_item("strides", PyTuple::new(py, strides)?)?;
+        Ok(Some(d))
+    }
+
+    /// Runs any pending expression.
+    fn realize(&self, py: Python<'_>) -> PyRes<PyTensor> {
+        let t = self.t.clone();
+        Ok(PyTensor {
+            t: nogil(py, move || t.realize())?,
+        })
+    }
+
+    /// A contiguous copy (or itself).
+    fn contiguous(&self, py: Python<'_>) -> PyRes<PyTensor> {
+        let t = self.t.clone();
+        Ok(PyTensor {
+            t: nogil(py, move || t.contiguous())?,
+        })
+    }
+
+    /// Copies (broadcast and converted) into `out`, any view.
+    fn copy_into(&self, py: Python<'_>, out: &PyTensor) -> PyRes<()> {
+        let (t, o) = (self.t.clone(), out.t.clone());
+        nogil(py, move || t.copy_into(&o))
+    }
+
+    /// The one element as a float.
+    fn item(&self, py: Python<'_>) -> PyRes<f64> {
+        let t = self.t.clone();
+        nogil(py, move || t.item())
+    }
+
+    fn unary(&self, name: &str) -> PyRes<PyTensor> {
+        wrap(self.t.unary(unary_fn(name)?))
+    }
+
+    /// `self OP other`, or `other OP self` with `reverse`.
+    #[pyo3(signature = (name, other, reverse = false))]
+    fn binary(&self, name: &str, other: Operand<'_>, reverse: bool) -> PyRes<PyTensor> {
+        let f = binary_fn(name)?;
+        wrap(match (other, reverse) {
+            (Operand::Tensor(o), false) => self.t.binary(f, &o.t),
+            (Operand::Tensor(o), true) => o.t.binary(f, &self.t),
+            (Operand::Number(v), false) => self.t.binary(f, v),
+            (Operand::Number(v), true) => self.t.rbinary(f, v),
+        })
+    }
+
+    fn compare(&self, name: &str, other: Operand<'_>) -> PyRes<PyTensor> {
+        let c = cmp_op(name)?;
+        wrap(match other {
+            Operand::Tensor(o) => self.t.compare(c, &o.t),
+            Operand::Number(v) => self.t.compare(c, v),
+        })
+    }
+
+    #[staticmethod]
+    fn where_(cond: &PyTensor, a: &PyTensor, b: &PyTensor) -> PyRes<PyTensor> {
+        wrap(Tensor::where_(&cond.t, &a.t, &b.t))
+    }
+
+    fn cast(&self, dtype: &str) -> PyRes<PyTensor> {
+        wrap(self.t.cast(self::dtype(dtype)?))
+    }
+
+    #[pyo3(signature = (lo = None, hi = None))]
+    fn clip(&self, lo: Option<f64>, hi: Option<f64>) -> PyRes<PyTensor> {
+        wrap(self.t.clip(lo, hi))
+    }
+
+    #[pyo3(signature = (op, axes, keepdim = false))]
+    fn reduce(&self, py: Python<'_>, op: &str, axes: Vec<isize>, keepdim: bool) -> PyRes<PyTensor> {
+        let (t, op) = (self.t.clone(), reduce_op(op)?);
+        Ok(PyTensor {
+            t: nogil(py, move || t.reduce(op, &axes, keepdim))?,
+        })
+    }
+
+    #[pyo3(signature = (axis = None, keepdim = false, minimum = false))]
+    fn argmax(
+        &self,
+        py: Python<'_>,
+        axis: Option<isize>,
+        keepdim: bool,
+        minimum: bool,
+    ) -> PyRes<PyTensor> {
+        let t = self.t.clone();
+        Ok(PyTensor {
+            t: nogil(py, move || {
+                if minimum {
+                    t.argmin(axis, keepdim)
+                } else {
+                    t.argmax(axis, keepdim)
+                }
+            })?,
+        })
+    }
+
+    #[pyo3(signature = (other, tf32 = false))]
+    fn matmul(&self, py: Python<'_>, other: &PyTensor, tf32: bool) -> PyRes<PyTensor> {
+        let (a, b) = (self.t.clone(), other.t.clone());
+        let p = if tf32 {
+            hologram_backends::GemmPrecision::Tf32
+        } else {
+            hologram_backends::GemmPrecision::Exact
+        };
+        Ok(PyTensor {
+            t: nogil(py, move || a.matmul_with(&b, p))?,
+        })
+    }
+
+    fn softmax(&self, py: Python<'_>, axis: isize) -> PyRes<PyTensor> {
+        let t = self.t.clone();
+        Ok(PyTensor {
+            t: nogil(py, move || t.softmax(axis))?,
+        })
+    }
+
+    fn log_softmax(&self, py: Python<'_>, axis: isize) -> PyRes<PyTensor> {
+        let t = self.t.clone();
+        Ok(PyTensor {
+            t: nogil(py, move || t.log_softmax(axis))?,
+        })
+    }
+
+    #[pyo3(signature = (normalized_dims, weight = None, bias = None, eps = 1e-5))]
+    fn layer_norm(
+        &self,
+        py: Python<'_>,
+        normalized_dims: usize,
+        weight: Option<&PyTensor>,
+        bias: Option<&PyTensor>,
+        eps: f64,
+    ) -> PyRes<PyTensor> {
+        let (t, w, b) = (
+            self.t.clone(),
+            weight.map(|w| w.t.clone()),
+            bias.map(|b| b.t.clone()),
+        );
+        Ok(PyTensor {
+            t: nogil(py, move || {
+                t.layer_norm(normalized_dims, w.as_ref(), b.as_ref(), eps)
+            })?,
+        })
+    }
+
+    /// `loss(self, target)` for `mse`, `cross_entropy`, `binary_cross_entropy`.
+    fn loss(&self, py: Python<'_>, name: &str, target: &PyTensor) -> PyRes<PyTensor> {
+        let (t, y, name) = (self.t.clone(), target.t.clone(), name.to_string());
+        Ok(PyTensor {
+            t: nogil(py, move || match name.as_str() {
+                "mse" => t.mse_loss(&y),
+                "cross_entropy" => t.cross_entropy(&y),
+                "binary_cross_entropy" => t.binary_cross_entropy(&y),
+                other => Err(hologram_core::Error::Program(format!(
+                    "unknown loss '{other}'"
+                ))),
+            })?,
+        })
+    }
+
+    /// Gradients: `relu`, `gelu`, `silu` (of the input), `sigmoid`, `tanh` (of the output).
+    fn activation_backward(&self, name: &str, grad: &PyTensor) -> PyRes<PyTensor> {
+        let (t, g) = (&self.t, &grad.t);
+        wrap(match name {
+            "relu" => t.relu_backward(g),
+            "gelu" => t.gelu_backward(g),
+            "silu" => t.silu_backward(g),
+            "sigmoid" => Tensor::sigmoid_backward(t, g),
+            "tanh" => Tensor::tanh_backward(t, g),
+            other => {
+                return Err(ValidationError::new_err(format!(
+                    "no backward for '{other}'"
+                )))
+            }
+        })
+    }
+
+    /// Gradient of softmax (or log-softmax with `log`) given its output `self`.
+    #[pyo3(signature = (grad, axis, log = false))]
+    fn softmax_backward(
+        &self,
+        py: Python<'_>,
+        grad: &PyTensor,
+        axis: isize,
+        log: bool,
+    ) -> PyRes<PyTensor> {
+        let (y, g) = (self.t.clone(), grad.t.clone());
+        Ok(PyTensor {
+            t: nogil(py, move || {
+                if log {
+                    Tensor::log_softmax_backward(&y, &g, axis)
+                } else {
+                    Tensor::softmax_backward(&y, &g, axis)
+                }
+            })?,
+        })
+    }
+
+    /// `(dx, dweight, dbias)` of layer norm over the last `normalized_dims` dims.
+    #[pyo3(signature = (grad, normalized_dims, weight = None, eps = 1e-5))]
+    fn layer_norm_backward(
+        &self,
+        py: Python<'_>,
+        grad: &PyTensor,
+        normalized_dims: usize,
+        weight: Option<&PyTensor>,
+        eps: f64,
+    ) -> PyRes<(PyTensor, Option<PyTensor>, Option<PyTensor>)> {
+        let (x, g, w) = (self.t.clone(), grad.t.clone(), weight.map(|w| w.t.clone()));
+        let (dx, dw, db) = nogil(py, move || {
+            x.layer_norm_backward(&g, normalized_dims, w.as_ref(), eps)
+        })?;
+        Ok((
+            PyTensor { t: dx },
+            dw.map(|t| PyTensor { t }),
+            db.map(|t| PyTensor { t }),
+        ))
+    }
+
+    /// Gradient of mean cross-entropy (logits `self`) or BCE (probabilities `self`).
+    fn loss_backward(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        target: &PyTensor,
+        grad: f64,
+    ) -> PyRes<PyTensor> {
+        let (t, y, name) = (self.t.clone(), target.t.clone(), name.to_string());
+        Ok(PyTensor {
+            t: nogil(py, move || match name.as_str() {
+                "cross_entropy" => t.cross_entropy_backward(&y, grad),
+                "binary_cross_entropy" => t.binary_cross_entropy_backward(&y, grad),
+                other => Err(hologram_core::Error::Program(format!(
+                    "no backward for loss '{other}'"
+                ))),
+            })?,
+        })
+    }
+
+    /// Broadcasts a reduction's gradient back to `input_shape`.
+    #[staticmethod]
+    fn reduce_backward(
+        grad: &PyTensor,
+        input_shape: Vec<usize>,
+        axes: Vec<isize>,
+        keepdim: bool,
+        mean: bool,
+    ) -> PyRes<PyTensor> {
+        wrap(Tensor::reduce_backward(
+            &grad.t,
+            &input_shape,
+            &axes,
+            keepdim,
+            mean,
+        ))
+    }
+
+    fn reshape(&self, shape: Vec<isize>) -> PyRes<PyTensor> {
+        wrap(self.t.reshape(&shape))
+    }
+
+    fn permute(&self, dims: Vec<usize>) -> PyRes<PyTensor> {
+        wrap(self.t.permute(&dims))
+    }
+
+    fn transpose(&self, a: isize, b: isize) -> PyRes<PyTensor> {
+        wrap(self.t.transpose(a, b))
+    }
+
+    fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> PyRes<PyTensor> {
+        wrap(self.t.slice(dim, start, end, step))
+    }
+
+    fn expand(&self, shape: Vec<usize>) -> PyRes<PyTensor> {
+        wrap(self.t.expand(&shape))
+    }
+
+    fn unsqueeze(&self, dim: isize) -> PyRes<PyTensor> {
+        wrap(self.t.unsqueeze(dim))
+    }
+
+    fn squeeze(&self, dim: isize) -> PyRes<PyTensor> {
+        wrap(self.t.squeeze(dim))
+    }
+
+    #[staticmethod]
+    fn cat(py: Python<'_>, tensors: Vec<PyRef<'_, PyTensor>>, axis: isize) -> PyRes<PyTensor> {
+        let ts: Vec<Tensor> = tensors.iter().map(|t| t.t.clone()).collect();
+        Ok(PyTensor {
+            t: nogil(py, move || {
+                Tensor::cat(&ts.iter().collect::<Vec<_>>(), axis)
+            })?,
+        })
+    }
+
+    /// A copy on another executor.
+    fn to_executor(&self, py: Python<'_>, exec: &PyExecutor) -> PyRes<PyTensor> {
+        let (t, e) = (self.t.clone(), exec.e.clone());
+        Ok(PyTensor {
+            t: nogil(py, move || t.to_executor(&e))?,
+        })
+    }
+
+    /// `(address, is_host)` of element 0.
+    fn data_ptr(&self, py: Python<'_>) -> PyRes<(u64, bool)> {
+        let t = self.t.clone();
+        nogil(py, move || t.data_ptr())
+    }
+
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+    ) -> PyRes<Bound<'py, PyAny>> {
+        let _ = stream;
+        crate::dlpack::export(py, &self.t)
+    }
+
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        crate::dlpack::device_of(&self.t)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Tensor(shape={:?}, dtype={}, backend={})",
+            self.t.shape(),
+            self.t.dtype(),
+            self.t.executor().backend_type()
+        )
+    }
+}

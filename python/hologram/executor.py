@@ -1,0 +1,146 @@
+"""The seed API: ``Executor``, ``Executor.allocate`` and ``Buffer``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _native
+from ._dtypes import native_name, numpy_dtype, public_dtype
+from .errors import ValidationError
+
+
+class Executor:
+    """Runs kernels on one backend.
+
+    ``backend`` is ``'auto'`` (``HOLOGRAM_BACKEND``, else CUDA, a hardware GPU, else the CPU),
+    ``'cpu'``, ``'cuda'``, ``'metal'``, ``'vulkan'`` or ``'dx12'``. A backend that cannot run
+    here raises :class:`hologram.BackendUnavailableError` saying why.
+
+    >>> import hologram as hg, numpy as np
+    >>> ex = hg.Executor(backend='cpu')
+    >>> a = ex.allocate(4, dtype=np.float32); a.from_numpy(np.arange(4, dtype=np.float32))
+    >>> a.to_numpy().tolist()
+    [0.0, 1.0, 2.0, 3.0]
+    """
+
+    def __init__(self, backend: str = "auto"):
+        self._e = backend if isinstance(backend, _native.Executor) else _native.Executor(str(backend))
+
+    @property
+    def backend(self) -> str:
+        """The backend's name."""
+        return self._e.backend
+
+    @property
+    def backend_type(self) -> str:
+        """Alias of :attr:`backend`."""
+        return self._e.backend
+
+    def info(self) -> dict:
+        """The device: name, architecture, memory, compute units, driver."""
+        return self._e.info()
+
+    def stats(self) -> dict:
+        """Allocator, kernel-cache and launch counters."""
+        return self._e.stats()
+
+    def synchronize(self) -> None:
+        """Waits for all submitted work."""
+        self._e.synchronize()
+
+    def empty_cache(self) -> None:
+        """Returns cached free memory to the device."""
+        self._e.empty_cache()
+
+    def allocate(self, n: int, dtype=np.float32) -> "Buffer":
+        """A buffer of ``n`` elements of ``dtype`` (zero-filled)."""
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValidationError(f"allocate needs a non-negative element count, got {n!r}")
+        name = native_name(dtype)
+        return Buffer(self._e.full([int(n)], 0.0, name), self)
+
+    def run(self, program, grid, block=256, args=None, bounds_checks: bool = True) -> None:
+        """Runs an Atlas ISA program (:func:`hologram.asm`) with ``args`` mapping every
+        parameter name to a Buffer/Tensor or a number."""
+        from .program import Program
+
+        if isinstance(program, str):
+            program = Program(program)
+        as_list = lambda v: [int(x) for x in (v if isinstance(v, (list, tuple)) else [v])]  # noqa: E731
+        self._e.run(program._p, as_list(grid), as_list(block), dict(args or {}), bounds_checks)
+
+    def __repr__(self) -> str:
+        return repr(self._e)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Executor) and other._e.info() == self._e.info() and other.backend == self.backend
+
+    __hash__ = object.__hash__
+
+
+class _HostView:
+    """Keeps a tensor alive while NumPy views its host memory."""
+
+    def __init__(self, t, interface):
+        self._t = t
+        self.__array_interface__ = interface
+
+
+class Buffer:
+    """``n`` elements of one dtype on an executor's device (the seed API's buffer)."""
+
+    def __init__(self, t, executor: Executor):
+        self._t = t
+        self.executor = executor
+
+    def __len__(self) -> int:
+        return self._t.numel
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self._t.numel
+
+    @property
+    def dtype(self):
+        """The element type (a NumPy dtype, or ``'bfloat16'``)."""
+        return public_dtype(self._t.dtype)
+
+    def from_numpy(self, array) -> None:
+        """Copies a NumPy array (same dtype, same number of elements) into the buffer in one
+        direct copy. A dtype or size mismatch raises :class:`ValidationError` (no silent cast)."""
+        a = np.asarray(array)
+        want = numpy_dtype(self._t.dtype)
+        if want is None or a.dtype != want:
+            raise ValidationError(f"from_numpy: the buffer holds {self._t.dtype}, the array is {a.dtype}; convert it first")
+        if a.size != self._t.numel:
+            raise ValidationError(f"from_numpy: the buffer has {self._t.numel} elements, the array {a.size}")
+        a = np.ascontiguousarray(a)
+        self._t.write_from_address(a.ctypes.data, a.nbytes, a)
+
+    def to_numpy(self) -> np.ndarray:
+        """The contents as a NumPy array: a zero-copy view when the buffer is in host memory
+        (the CPU backend), else a copy."""
+        return _to_numpy(self._t)
+
+    def tensor(self):
+        """A :class:`hologram.Tensor` view of the buffer (no copy)."""
+        from .tensor import Tensor
+
+        return Tensor._wrap(self._t)
+
+    def __repr__(self) -> str:
+        return f"Buffer({self._t.numel}, dtype={self._t.dtype}, backend={self.executor.backend})"
+
+
+def _to_numpy(t) -> np.ndarray:
+    """A NumPy array of a native tensor: zero-copy on host memory, else a copy."""
+    iface = t.host_array_interface()
+    if iface is not None:
+        return np.asarray(_HostView(t, iface))
+    raw = t.to_bytes()
+    dt = numpy_dtype(t.dtype)
+    if dt is None:  # bf16 without ml_dtypes: widen to float32
+        bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(tuple(t.shape))
+    return np.frombuffer(raw, dtype=dt).reshape(tuple(t.shape)).copy()

@@ -1,0 +1,413 @@
+"""``hologram.Tensor``: an array with NumPy/array-API naming, lazy fused element-wise ops,
+device placement and DLPack."""
+
+from __future__ import annotations
+
+import numbers
+import threading
+
+import numpy as np
+
+from . import _native
+from ._dtypes import native_name, public_dtype
+from .errors import ValidationError
+from .executor import Executor, _to_numpy
+
+_executors: dict = {}
+_lock = threading.Lock()
+
+
+def executor_for(device=None) -> Executor:
+    """The shared executor of a device (``None``/``'auto'``: the best available; ``'cpu'``,
+    ``'cuda'``, ``'vulkan'``, ...; or an :class:`Executor`)."""
+    if isinstance(device, Executor):
+        return device
+    key = "auto" if device is None else str(device)
+    if key.startswith("cuda:"):
+        key = "cuda"
+    with _lock:
+        ex = _executors.get(key)
+        if ex is None:
+            ex = Executor(key)
+            _executors[key] = ex
+            _executors.setdefault(ex.backend, ex)
+        return ex
+
+
+def _operand(x):
+    if isinstance(x, Tensor):
+        return x._t
+    if isinstance(x, (bool, np.bool_)):
+        return float(x)
+    if isinstance(x, numbers.Number):
+        return float(x)
+    raise TypeError(f"unsupported operand {type(x).__name__}")
+
+
+class Tensor:
+    """An n-dimensional array on a device. Element-wise operations are recorded lazily and run
+    as one fused kernel when the result is needed (printing, ``.numpy()``, a reduction, ...).
+
+    >>> import hologram as hg
+    >>> a = hg.asarray([1.0, -2.0, 3.0], device='cpu')
+    >>> (a.relu() * 2).tolist()
+    [2.0, 0.0, 6.0]
+    """
+
+    __slots__ = ("_t", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, data, dtype=None, device=None):
+        t = asarray(data, dtype=dtype, device=device)
+        self._t = t._t
+
+    @classmethod
+    def _wrap(cls, t) -> "Tensor":
+        obj = cls.__new__(cls)
+        obj._t = t
+        return obj
+
+    # ----- metadata -----
+    @property
+    def shape(self) -> tuple:
+        return tuple(self._t.shape)
+
+    @property
+    def dtype(self):
+        """A NumPy dtype (or ``'bfloat16'``)."""
+        return public_dtype(self._t.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._t.shape)
+
+    @property
+    def size(self) -> int:
+        return self._t.numel
+
+    @property
+    def device(self) -> str:
+        """The backend the tensor lives on (``'cpu'``, ``'cuda'``, ...)."""
+        return self._t.executor.backend
+
+    @property
+    def executor(self) -> Executor:
+        return executor_for(self.device)
+
+    def __len__(self) -> int:
+        if not self._t.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._t.shape[0]
+
+    # ----- conversion -----
+    def numpy(self) -> np.ndarray:
+        """A NumPy array: zero-copy on host memory, else a copy."""
+        return _to_numpy(self._t)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a.astype(dtype) if dtype is not None else a
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        v = self._t.item()
+        name = self._t.dtype
+        if name == "bool":
+            return bool(v)
+        if not name.startswith(("f", "b")):
+            return int(v)
+        return v
+
+    def __float__(self):
+        return float(self._t.item())
+
+    def __int__(self):
+        return int(self._t.item())
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError("the truth value of a tensor with more than one element is ambiguous")
+        return bool(self._t.item())
+
+    def to(self, device) -> "Tensor":
+        """A copy on another device (itself if already there)."""
+        ex = executor_for(device)
+        if ex.backend == self.device:
+            return self
+        return Tensor._wrap(self._t.to_executor(ex._e))
+
+    def astype(self, dtype) -> "Tensor":
+        return Tensor._wrap(self._t.cast(native_name(dtype)))
+
+    def realize(self) -> "Tensor":
+        """Runs any pending expression."""
+        return Tensor._wrap(self._t.realize())
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self._t.__dlpack__(stream)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", threshold=20)
+        return f"Tensor({body}, dtype={self._t.dtype}, device='{self.device}')"
+
+    # ----- element-wise -----
+    def _bin(self, name, other, reverse=False):
+        return Tensor._wrap(self._t.binary(name, _operand(other), reverse))
+
+    def __add__(self, o): return self._bin("add", o)
+    def __radd__(self, o): return self._bin("add", o, True)
+    def __sub__(self, o): return self._bin("sub", o)
+    def __rsub__(self, o): return self._bin("sub", o, True)
+    def __mul__(self, o): return self._bin("mul", o)
+    def __rmul__(self, o): return self._bin("mul", o, True)
+    def __mod__(self, o): return self._bin("rem", o)
+    def __pow__(self, o): return self._as_float()._bin("pow", o)
+    def __rpow__(self, o): return self._as_float()._bin("pow", o, True)
+    def __and__(self, o): return self._bin("and", o)
+    def __or__(self, o): return self._bin("or", o)
+    def __xor__(self, o): return self._bin("xor", o)
+
+    def _as_float(self) -> "Tensor":
+        return self if self._t.dtype.startswith(("f", "b")) and self._t.dtype != "bool" else self.astype("float32")
+
+    def __truediv__(self, o):
+        """True division (integers divide as float32, like NumPy's ``/`` gives floats)."""
+        return self._as_float()._bin("div", o)
+
+    def __rtruediv__(self, o):
+        return self._as_float()._bin("div", o, True)
+
+    def __floordiv__(self, o):
+        if self._t.dtype.startswith(("f", "b")) and self._t.dtype != "bool":
+            return (self / o).floor()
+        return self._bin("div", o)
+
+    def __neg__(self): return Tensor._wrap(self._t.unary("neg"))
+    def __abs__(self): return Tensor._wrap(self._t.unary("abs"))
+    def __invert__(self): return Tensor._wrap(self._t.unary("not"))
+    def __pos__(self): return self
+
+    def __matmul__(self, o): return matmul(self, o)
+    def __rmatmul__(self, o): return matmul(asarray(o, device=self.executor), self)
+
+    def __eq__(self, o): return Tensor._wrap(self._t.compare("eq", _operand(o)))
+    def __ne__(self, o): return Tensor._wrap(self._t.compare("ne", _operand(o)))
+    def __lt__(self, o): return Tensor._wrap(self._t.compare("lt", _operand(o)))
+    def __le__(self, o): return Tensor._wrap(self._t.compare("le", _operand(o)))
+    def __gt__(self, o): return Tensor._wrap(self._t.compare("gt", _operand(o)))
+    def __ge__(self, o): return Tensor._wrap(self._t.compare("ge", _operand(o)))
+
+    __hash__ = object.__hash__
+
+    def _un(self, name):
+        return Tensor._wrap(self._t.unary(name))
+
+    def abs(self): return self._un("abs")
+    def sqrt(self): return self._un("sqrt")
+    def rsqrt(self): return self._un("rsqrt")
+    def exp(self): return self._un("exp")
+    def log(self): return self._un("log")
+    def sin(self): return self._un("sin")
+    def cos(self): return self._un("cos")
+    def tan(self): return self._un("tan")
+    def tanh(self): return self._un("tanh")
+    def sigmoid(self): return self._un("sigmoid")
+    def relu(self): return self._un("relu")
+    def gelu(self): return self._un("gelu")
+    def silu(self): return self._un("silu")
+    def erf(self): return self._un("erf")
+    def floor(self): return self._un("floor")
+    def ceil(self): return self._un("ceil")
+    def round(self): return self._un("round")
+    def trunc(self): return self._un("trunc")
+    def square(self): return self._un("square")
+    def reciprocal(self): return self._un("reciprocal")
+
+    def clip(self, min=None, max=None):
+        return Tensor._wrap(self._t.clip(None if min is None else float(min), None if max is None else float(max)))
+
+    clamp = clip
+
+    # ----- reductions -----
+    def _axes(self, axis):
+        if axis is None:
+            return []
+        return [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+
+    def sum(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("sum", self._axes(axis), keepdims))
+    def mean(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("mean", self._axes(axis), keepdims))
+    def prod(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("prod", self._axes(axis), keepdims))
+    def max(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("max", self._axes(axis), keepdims))
+    def min(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("min", self._axes(axis), keepdims))
+    def argmax(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, False))
+    def argmin(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, True))
+
+    def softmax(self, axis=-1): return Tensor._wrap(self._t.softmax(int(axis)))
+    def log_softmax(self, axis=-1): return Tensor._wrap(self._t.log_softmax(int(axis)))
+
+    # ----- shape -----
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+            shape = shape[0]
+        return Tensor._wrap(self._t.reshape([int(s) for s in shape]))
+
+    view = reshape
+
+    def flatten(self):
+        return self.reshape(-1)
+
+    def permute(self, *dims):
+        if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+            dims = dims[0]
+        return Tensor._wrap(self._t.permute([int(d) % max(self.ndim, 1) for d in dims]))
+
+    def transpose(self, a=-2, b=-1):
+        return Tensor._wrap(self._t.transpose(int(a), int(b)))
+
+    @property
+    def T(self):
+        """All dimensions reversed (the transpose of a matrix)."""
+        return self.permute(list(range(self.ndim))[::-1]) if self.ndim > 1 else self
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def unsqueeze(self, dim): return Tensor._wrap(self._t.unsqueeze(int(dim)))
+    def squeeze(self, dim): return Tensor._wrap(self._t.squeeze(int(dim)))
+    def expand(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+            shape = shape[0]
+        return Tensor._wrap(self._t.expand([int(s) for s in shape]))
+
+    def contiguous(self): return Tensor._wrap(self._t.contiguous())
+
+    def __getitem__(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(j for j, k in enumerate(key) if k is Ellipsis)
+            fill = self.ndim - (len(key) - 1 - sum(1 for k in key if k is None))
+            key = key[:i] + (slice(None),) * (fill - sum(1 for k in key[:i] if k is not None)) + key[i + 1:]
+        t = self._t
+        dim = 0
+        for k in key:
+            if k is None:
+                t = t.unsqueeze(dim)
+                dim += 1
+            elif isinstance(k, (int, np.integer)):
+                n = t.shape[dim]
+                i = int(k) + n if k < 0 else int(k)
+                if not 0 <= i < n:
+                    raise IndexError(f"index {k} is out of range for dimension {dim} of size {n}")
+                t = t.slice(dim, i, i + 1, 1).squeeze(dim)
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(t.shape[dim])
+                if step <= 0:
+                    raise ValidationError("negative slice steps are not supported")
+                t = t.slice(dim, start, max(start, stop), step)
+                dim += 1
+            else:
+                raise TypeError(f"unsupported index {k!r}")
+        return Tensor._wrap(t)
+
+    def __setitem__(self, key, value):
+        target = self[key]
+        src = value if isinstance(value, Tensor) else asarray(value, dtype=self.dtype, device=self.executor)
+        src._t.copy_into(target._t)
+
+
+def asarray(obj, dtype=None, device=None, copy=None) -> Tensor:
+    """A tensor from a Tensor, a NumPy array, a (nested) list or a scalar. Arrays are copied to
+    the device in one transfer; use :func:`from_dlpack` for zero-copy import."""
+    if isinstance(obj, Tensor):
+        t = obj.to(device) if device is not None else obj
+        return t.astype(dtype) if dtype is not None and native_name(dtype) != t._t.dtype else t
+    ex = executor_for(device)
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray) and type(obj).__module__.startswith("torch"):
+        obj = obj.detach().cpu().numpy()
+    a = np.asarray(obj)
+    if dtype is None and a.dtype == np.float64 and not isinstance(obj, np.ndarray):
+        a = a.astype(np.float32)  # Python floats become float32, as in PyTorch
+    if dtype is not None:
+        name = native_name(dtype)
+        if name != "bf16":
+            from ._dtypes import numpy_dtype
+
+            a = a.astype(numpy_dtype(name), copy=False)
+    a = np.ascontiguousarray(a)
+    name = native_name(a.dtype)
+    t = ex._e.tensor_from_address(a.ctypes.data, a.nbytes, list(a.shape), name, a)
+    if dtype is not None and native_name(dtype) != name:
+        t = t.cast(native_name(dtype))
+    return Tensor._wrap(t)
+
+
+tensor = asarray
+
+
+def zeros(shape, dtype="float32", device=None) -> Tensor:
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape, dtype="float32", device=None) -> Tensor:
+    return full(shape, 1, dtype, device)
+
+
+def full(shape, value, dtype="float32", device=None) -> Tensor:
+    shape = [int(shape)] if isinstance(shape, (int, np.integer)) else [int(s) for s in shape]
+    return Tensor._wrap(executor_for(device)._e.full(shape, float(value), native_name(dtype)))
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
+    if stop is None:
+        start, stop = 0, start
+    if dtype is None:
+        dtype = "int64" if all(float(x).is_integer() for x in (start, stop, step)) else "float32"
+    return Tensor._wrap(executor_for(device)._e.arange(float(start), float(stop), float(step), native_name(dtype)))
+
+
+def rand(*shape, seed=0, dtype="float32", device=None) -> Tensor:
+    """Uniform [0, 1) numbers, identical for a seed on every backend."""
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
+    return Tensor._wrap(executor_for(device)._e.random([int(s) for s in shape], int(seed), native_name(dtype), False))
+
+
+def randn(*shape, seed=0, dtype="float32", device=None) -> Tensor:
+    """Standard normal numbers, identical for a seed on every backend."""
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
+    return Tensor._wrap(executor_for(device)._e.random([int(s) for s in shape], int(seed), native_name(dtype), True))
+
+
+def matmul(a, b, tf32: bool = False) -> Tensor:
+    a, b = asarray(a), asarray(b, device=asarray(a).executor)
+    return Tensor._wrap(a._t.matmul(b._t, tf32))
+
+
+def where(cond, a, b) -> Tensor:
+    c = asarray(cond)
+    ex = c.executor
+    a = a if isinstance(a, Tensor) else asarray(a, device=ex)
+    b = b if isinstance(b, Tensor) else asarray(b, dtype=a.dtype if isinstance(a, Tensor) else None, device=ex)
+    return Tensor._wrap(_native.Tensor.where_(c._t, a._t, b._t))
+
+
+def concat(tensors, axis=0) -> Tensor:
+    return Tensor._wrap(_native.Tensor.cat([asarray(t)._t for t in tensors], int(axis)))
+
+
+cat = concat
+
+
+def from_dlpack(x, device=None) -> Tensor:
+    """Imports a tensor from NumPy, PyTorch or CuPy through DLPack, without copying: host
+    memory onto the CPU executor, CUDA memory onto the CUDA executor."""
+    cpu = executor_for("cpu")
+    dev = getattr(x, "__dlpack_device__", lambda: (1, 0))()[0]
+    cuda = executor_for("cuda")._e if dev == 2 else None
+    return Tensor._wrap(_native.from_dlpack(x, cpu._e, cuda))
