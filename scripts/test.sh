@@ -26,6 +26,20 @@ cargo test --workspace
 step "conformance suite with the portable (non-AVX2) CPU lane functions"
 HOLOGRAM_CPU_SIMD=portable cargo test -p hologram-conformance --test cpu
 
+step "CUDA codegen: NVRTC (from PyPI, no GPU or driver needed) compiles every generated program"
+# CUDA 13's NVRTC wheel is `nvidia-cuda-nvrtc` (13.x; the -cu12 names are CUDA 12).
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+NVRTC_SO=$(find .venv -name 'libnvrtc.so.13' 2>/dev/null | head -1)
+if [ -z "$NVRTC_SO" ]; then
+    .venv/bin/pip install --quiet "nvidia-cuda-nvrtc>=13,<14"
+    NVRTC_SO=$(find .venv -name 'libnvrtc.so.13' | head -1)
+fi
+LD_LIBRARY_PATH="$(cd "$(dirname "$NVRTC_SO")" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    HOLOGRAM_REQUIRE_NVRTC=1 cargo test -p hologram-backends --features cuda --test cuda_codegen
+
+step "CUDA codegen: generated code run on the host (conformance suite and cross-check vs the CPU)"
+cargo test -p hologram-conformance --test cuda_emulation -- --ignored
+
 step "demo"
 cargo run --quiet --release -p hologram-cli -- demo --n 262144
 

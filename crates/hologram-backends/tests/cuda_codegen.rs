@@ -2,15 +2,20 @@
 //! GEMM kernels. With the `cuda` feature and NVRTC present (`libnvrtc.so`), every source is also
 //! compiled with NVRTC for `compute_90`; without NVRTC that part is skipped with a message, unless
 //! `HOLOGRAM_REQUIRE_NVRTC=1`, which makes it fail (scripts/test.sh sets it, with NVRTC from PyPI).
-//! `HOLOGRAM_CUDA_DUMP=DIR` writes every generated source to DIR.
+//! `HOLOGRAM_CUDA_DUMP=DIR` writes every generated source to DIR; `HOLOGRAM_CONFORMANCE_DIR`
+//! points at the suite when the test binary runs outside this checkout.
 
 use std::path::{Path, PathBuf};
 
 use hologram_backends::cuda::codegen::{generate, CodegenOptions};
 use hologram_isa::{Kernel, Type};
 
+/// `HOLOGRAM_CONFORMANCE_DIR`, else the suite in this repository (the binary may run elsewhere).
 fn conformance_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance")
+    match std::env::var_os("HOLOGRAM_CONFORMANCE_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance"),
+    }
 }
 
 /// Every kernel to check, with a name.
@@ -96,7 +101,8 @@ fn every_generated_program_compiles_with_nvrtc() {
         .collect();
     let jobs = std::sync::Arc::new(jobs);
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let workers: Vec<_> = (0..2)
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    let workers: Vec<_> = (0..threads)
         .map(|_| {
             let (jobs, next) = (jobs.clone(), next.clone());
             std::thread::spawn(move || {

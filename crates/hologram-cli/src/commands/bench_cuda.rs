@@ -55,6 +55,37 @@ const VADD: &str = ".kernel vadd
     st.f32 z[%i], %c;
 ";
 
+/// The same sum with four elements per lane (`q = n / 4` apart, so every load stays coalesced),
+/// all loads issued before the adds.
+const VADD4: &str = ".kernel vadd4
+.param .buf.f32 x
+.param .buf.f32 y
+.param .buf.f32 z .rw
+.param .u32 q
+    mov.u32 %i0, %gid;
+    setp.ge.u32 %p, %i0, q;
+@%p exit;
+    add.u32 %i1, %i0, q;
+    add.u32 %i2, %i1, q;
+    add.u32 %i3, %i2, q;
+    ld.f32 %a0, x[%i0];
+    ld.f32 %a1, x[%i1];
+    ld.f32 %a2, x[%i2];
+    ld.f32 %a3, x[%i3];
+    ld.f32 %b0, y[%i0];
+    ld.f32 %b1, y[%i1];
+    ld.f32 %b2, y[%i2];
+    ld.f32 %b3, y[%i3];
+    add.f32 %c0, %a0, %b0;
+    add.f32 %c1, %a1, %b1;
+    add.f32 %c2, %a2, %b2;
+    add.f32 %c3, %a3, %b3;
+    st.f32 z[%i0], %c0;
+    st.f32 z[%i1], %c1;
+    st.f32 z[%i2], %c2;
+    st.f32 z[%i3], %c3;
+";
+
 const TINY: &str = ".kernel tiny
 .param .buf.f32 y .rw
     ld.f32 %v, y[0];
@@ -67,6 +98,7 @@ fn ms_since(t: Instant) -> f64 {
 }
 
 struct VaddRow {
+    kernel: &'static str,
     block: u32,
     checked: bool,
     ms: f64,
@@ -75,42 +107,52 @@ struct VaddRow {
 
 fn vadd(exec: &Executor, log2n: u32, repeat: usize) -> Result<Vec<VaddRow>, CliError> {
     let n = 1usize << log2n;
-    let kernel = exec.assemble(VADD)?;
     let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
     let y: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.5).collect();
     let (bx, by) = (exec.from_slice(&x)?, exec.from_slice(&y)?);
     let bz: Buffer<f32> = exec.allocate(n)?;
-    let args = [bx.arg(), by.arg(), bz.arg(), Value::U32(n as u32).into()];
     let mut rows = Vec::new();
-    for checked in [true, false] {
-        for block in [256u32, 512, 1024] {
-            let mut config = LaunchConfig::for_elements(n as u64, block);
-            config.bounds_checks = checked;
-            for _ in 0..3 {
-                exec.launch(&kernel, &config, &args)?;
+    for (name, text, per_lane) in [("vadd", VADD, 1usize), ("vadd4", VADD4, 4)] {
+        let kernel = exec.assemble(text)?;
+        let lanes = n / per_lane;
+        let args = [
+            bx.arg(),
+            by.arg(),
+            bz.arg(),
+            Value::U32(lanes as u32).into(),
+        ];
+        for checked in [true, false] {
+            for block in [256u32, 512, 1024] {
+                let mut config = LaunchConfig::for_elements(lanes as u64, block);
+                config.bounds_checks = checked;
+                for _ in 0..3 {
+                    exec.launch(&kernel, &config, &args)?;
+                }
+                exec.synchronize()?;
+                let t = Instant::now();
+                for _ in 0..repeat {
+                    exec.launch(&kernel, &config, &args)?;
+                }
+                exec.synchronize()?;
+                let ms = ms_since(t) / repeat as f64;
+                rows.push(VaddRow {
+                    kernel: name,
+                    block,
+                    checked,
+                    ms,
+                    gbps: 12.0 * n as f64 / (ms * 1e6),
+                });
             }
-            exec.synchronize()?;
-            let t = Instant::now();
-            for _ in 0..repeat {
-                exec.launch(&kernel, &config, &args)?;
-            }
-            exec.synchronize()?;
-            let ms = ms_since(t) / repeat as f64;
-            rows.push(VaddRow {
-                block,
-                checked,
-                ms,
-                gbps: 12.0 * n as f64 / (ms * 1e6),
-            });
         }
-    }
-    let z = bz.to_vec()?;
-    let step = (n / 4096).max(1);
-    if let Some(i) = (0..n).step_by(step).find(|&i| z[i] != x[i] + y[i]) {
-        return Err(CliError::Failed(format!(
-            "vector add is wrong at {i}: {} != {} + {}",
-            z[i], x[i], y[i]
-        )));
+        let z = bz.to_vec()?;
+        let step = (n / 4096).max(1);
+        if let Some(i) = (0..n).step_by(step).find(|&i| z[i] != x[i] + y[i]) {
+            return Err(CliError::Failed(format!(
+                "{name} is wrong at {i}: {} != {} + {}",
+                z[i], x[i], y[i]
+            )));
+        }
+        bz.write(&vec![0.0; n])?;
     }
     Ok(rows)
 }
@@ -231,6 +273,17 @@ pub fn run(a: &BenchArgs) -> Result<(), CliError> {
     let (Some(bc), Some(bu)) = (best(true), best(false)) else {
         return Err(CliError::Failed("no vector-add measurement".into()));
     };
+    // The bounds checks' cost: the same kernel, its best block size, checked vs unchecked.
+    let cost = |kernel: &str| {
+        let best = |checked: bool| {
+            rows.iter()
+                .filter(|r| r.kernel == kernel && r.checked == checked)
+                .map(|r| r.ms)
+                .fold(f64::INFINITY, f64::min)
+        };
+        best(true) / best(false) - 1.0
+    };
+    let (cost1, cost4) = (cost("vadd"), cost("vadd4"));
     let stats = hologram_backends::cuda::stats();
     if a.json {
         let mut per_block = String::new();
@@ -238,17 +291,17 @@ pub fn run(a: &BenchArgs) -> Result<(), CliError> {
             let sep = if i == 0 { "" } else { ", " };
             let _ = write!(
                 per_block,
-                "{sep}{{\"block\": {}, \"checked\": {}, \"ms\": {:.5}, \"gbps\": {:.2}}}",
-                r.block, r.checked, r.ms, r.gbps
+                "{sep}{{\"kernel\": \"{}\", \"block\": {}, \"checked\": {}, \"ms\": {:.5}, \"gbps\": {:.2}}}",
+                r.kernel, r.block, r.checked, r.ms, r.gbps
             );
         }
         println!(
-            "{{\"device\": \"{}\", \"arch\": \"{}\", \"driver\": \"{}\", \"vadd\": {{\"n\": {}, \"checked\": {{\"block\": {}, \"ms\": {:.5}, \"gbps\": {:.2}}}, \"unchecked\": {{\"block\": {}, \"ms\": {:.5}, \"gbps\": {:.2}}}, \"per_block\": [{per_block}]}}, \"latency\": {{\"median_us\": {:.2}, \"mean_us\": {:.2}, \"min_us\": {:.2}, \"enqueue_us\": {:.2}, \"iters\": {}}}, \"sgemm\": {{\"n\": {}, \"ms\": {:.4}, \"tflops\": {:.2}, \"tf32_ms\": {:.4}, \"tf32_tflops\": {:.2}}}, \"cache\": \"{stats}\"}}",
+            "{{\"device\": \"{}\", \"arch\": \"{}\", \"driver\": \"{}\", \"vadd\": {{\"n\": {}, \"checked\": {{\"kernel\": \"{}\", \"block\": {}, \"ms\": {:.5}, \"gbps\": {:.2}}}, \"unchecked\": {{\"kernel\": \"{}\", \"block\": {}, \"ms\": {:.5}, \"gbps\": {:.2}}}, \"check_cost\": {{\"vadd\": {cost1:.5}, \"vadd4\": {cost4:.5}}}, \"per_block\": [{per_block}]}}, \"latency\": {{\"median_us\": {:.2}, \"mean_us\": {:.2}, \"min_us\": {:.2}, \"enqueue_us\": {:.2}, \"iters\": {}}}, \"sgemm\": {{\"n\": {}, \"ms\": {:.4}, \"tflops\": {:.2}, \"tf32_ms\": {:.4}, \"tf32_tflops\": {:.2}}}, \"cache\": \"{stats}\"}}",
             info.name.replace('"', "'"),
             info.arch,
             info.driver.unwrap_or_default().replace('"', "'"),
             1u64 << a.log2n,
-            bc.block, bc.ms, bc.gbps, bu.block, bu.ms, bu.gbps,
+            bc.kernel, bc.block, bc.ms, bc.gbps, bu.kernel, bu.block, bu.ms, bu.gbps,
             lat.median_us, lat.mean_us, lat.min_us, lat.enqueue_us, a.latency_iters,
             a.gemm, gemm.ms, gemm.tflops, gemm.tf32_ms, gemm.tf32_tflops,
         );
@@ -263,7 +316,8 @@ pub fn run(a: &BenchArgs) -> Result<(), CliError> {
     println!("vector add f32, n = 2^{}:", a.log2n);
     for r in &rows {
         println!(
-            "  block {:>4} {:<9} {:>8.3} ms  {:>7.1} GB/s",
+            "  {:<6} block {:>4} {:<9} {:>8.3} ms  {:>7.1} GB/s",
+            r.kernel,
             r.block,
             if r.checked { "checked" } else { "unchecked" },
             r.ms,
@@ -271,10 +325,9 @@ pub fn run(a: &BenchArgs) -> Result<(), CliError> {
         );
     }
     println!(
-        "  bounds-check cost: {:+.2}% time (best checked {:.3} ms vs unchecked {:.3} ms)",
-        (bc.ms / bu.ms - 1.0) * 100.0,
-        bc.ms,
-        bu.ms
+        "  bounds-check cost: vadd {:+.2}%, vadd4 {:+.2}% time (best block, checked vs unchecked)",
+        cost1 * 100.0,
+        cost4 * 100.0
     );
     println!(
         "tiny kernel launch+sync: median {:.2} us, mean {:.2} us, min {:.2} us (enqueue {:.2} us)",
