@@ -18,7 +18,7 @@ use super::nvrtc::{self, Output};
 use super::stats::{self, CudaStats};
 use crate::backend::{
     Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, KernelArg,
-    LaunchConfig, Memory,
+    LaunchConfig, Memory, MemoryOwner,
 };
 use crate::error::{BackendError, Result};
 use crate::launch::{check_launch, check_range};
@@ -344,6 +344,18 @@ impl Backend for CudaBackend {
         self.dev.bind()?;
         self.dev.sync()?;
         self.take_error()
+    }
+
+    fn import_memory(&self, address: u64, bytes: usize, owner: MemoryOwner) -> Result<Memory> {
+        if address == 0 {
+            return Err(BackendError::InvalidArgument {
+                kernel: "import".into(),
+                reason: "a null device pointer".into(),
+            });
+        }
+        Ok(Arc::new(CudaMemory::import(
+            &self.dev, address, bytes, owner,
+        )))
     }
 
     fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {

@@ -13,7 +13,7 @@ use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{result as drv, CudaContext};
 
 use super::device::{device_error, Device};
-use crate::backend::DeviceMemory;
+use crate::backend::{DeviceMemory, MemoryOwner};
 use crate::error::{BackendError, Result};
 
 /// Copies at least this large use the pinned staging buffers.
@@ -23,11 +23,13 @@ const CHUNK: usize = 8 << 20;
 /// Pinned buffers in flight.
 const BUFFERS: usize = 2;
 
-/// One `cuMemAlloc` allocation.
+/// One `cuMemAlloc` allocation, or device memory imported from another library (which keeps
+/// it alive through its owner; it is not freed here).
 pub struct CudaMemory {
     ptr: CUdeviceptr,
     size: usize,
     ctx: Arc<CudaContext>,
+    imported: Option<MemoryOwner>,
 }
 
 impl CudaMemory {
@@ -45,7 +47,24 @@ impl CudaMemory {
             ptr,
             size: bytes,
             ctx: dev.ctx.clone(),
+            imported: None,
         })
+    }
+
+    /// Wraps `bytes` of device memory at `address` owned elsewhere; `owner` lives as long as
+    /// this value.
+    pub(crate) fn import(
+        dev: &Device,
+        address: u64,
+        bytes: usize,
+        owner: MemoryOwner,
+    ) -> CudaMemory {
+        CudaMemory {
+            ptr: address,
+            size: bytes,
+            ctx: dev.ctx.clone(),
+            imported: Some(owner),
+        }
     }
 
     /// The device address of the first byte.
@@ -56,7 +75,7 @@ impl CudaMemory {
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
+        if self.imported.is_none() && self.ctx.bind_to_thread().is_ok() {
             // SAFETY: allocated by `new`, freed once. cuMemFree waits for work using it.
             let _ = unsafe { drv::free_sync(self.ptr) };
         }
@@ -70,6 +89,10 @@ impl DeviceMemory for CudaMemory {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn device_ptr(&self) -> Option<u64> {
+        Some(self.ptr)
     }
 }
 
