@@ -98,6 +98,9 @@ pub(crate) fn open(kind: BackendType) -> Result<Arc<dyn Backend>> {
         BackendType::Dx12 if !cfg!(target_os = "windows") => Err(unavailable(
             "DirectX 12 exists only on Windows; on this machine use cuda, vulkan or cpu",
         )),
+        #[cfg(feature = "wgpu")]
+        BackendType::Metal | BackendType::Vulkan | BackendType::Dx12 => open_wgpu(kind),
+        #[cfg(not(feature = "wgpu"))]
         BackendType::Metal | BackendType::Vulkan | BackendType::Dx12 => Err(unavailable(
             "this build of Hologram has no wgpu support (build with the 'wgpu' feature)",
         )),
@@ -133,4 +136,26 @@ pub(crate) fn open_auto() -> Result<(BackendType, Arc<dyn Backend>)> {
         }
     }
     Ok((BackendType::Cpu, open(BackendType::Cpu)?))
+}
+
+/// Opens the wgpu backend on Metal, Vulkan or DX12: hardware adapters only, unless
+/// `HOLOGRAM_WGPU_ALLOW_SOFTWARE=1` allows a software one (lavapipe, WARP).
+#[cfg(feature = "wgpu")]
+fn open_wgpu(kind: BackendType) -> Result<Arc<dyn Backend>> {
+    use hologram_backends::wgpu::adapter::Api;
+    let api = match kind {
+        BackendType::Metal => Api::Metal,
+        BackendType::Dx12 => Api::Dx12,
+        _ => Api::Vulkan,
+    };
+    match hologram_backends::WgpuBackend::new(api) {
+        Ok(b) => Ok(Arc::new(b)),
+        Err(hologram_backends::BackendError::Unavailable { reason, .. }) => {
+            Err(Error::BackendUnavailable {
+                backend: kind.name().into(),
+                reason,
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
 }

@@ -25,6 +25,9 @@ pub(crate) fn build_pipeline(gpu: &Gpu, kernel: &Kernel, generated: Generated) -
     for (_, binding) in &generated.buffer_bindings {
         entries.push(storage_entry(*binding, false));
     }
+    for pool in &generated.pools {
+        entries.push(storage_entry(pool.binding, false));
+    }
     let wgsl = generated.wgsl.clone();
     let (pipeline, layout) = gpu.scoped(
         || {
@@ -86,18 +89,77 @@ fn dispatch_dims(config: &LaunchConfig, max: u32, kernel: &Kernel) -> Result<([u
     if config.grid.iter().all(|&d| d <= max) {
         return Ok((config.grid, 0));
     }
+    // As few idle workgroups as possible: y rows of x, with x * y just above the total.
     let total = config.grid_blocks();
-    let x = total.min(max as u64);
-    let rest = total.div_ceil(x);
-    let y = rest.min(max as u64);
-    let z = rest.div_ceil(y);
-    if z > max as u64 {
+    let max = max as u64;
+    let rows = total.div_ceil(max);
+    let (y, z) = if rows <= max {
+        (rows, 1)
+    } else {
+        (max, rows.div_ceil(max))
+    };
+    let x = total.div_ceil(y * z);
+    if z > max || x > max {
         return Err(BackendError::InvalidLaunch {
             kernel: kernel.name.clone(),
             reason: format!("{total} blocks exceed the device's dispatch limits ({max}^3)"),
         });
     }
     Ok(([x as u32, y as u32, z as u32], 1))
+}
+
+/// Where one pooled buffer parameter goes in its pool.
+pub(crate) struct PoolPlacement<'a> {
+    param: u32,
+    pool: usize,
+    src: &'a ::wgpu::Buffer,
+    /// Word-aligned byte range of the argument in its allocation.
+    start: u64,
+    end: u64,
+    /// Byte position in the pool.
+    pos: u64,
+    writable: bool,
+}
+
+/// Places every pooled parameter (16-byte aligned) and returns the pool sizes.
+fn plan_pools<'a>(
+    kernel: &Kernel,
+    generated: &Generated,
+    args: &'a [KernelArg],
+) -> Result<(Vec<PoolPlacement<'a>>, Vec<u64>)> {
+    let mut placed = Vec::new();
+    let mut sizes = Vec::new();
+    for (pi, pool) in generated.pools.iter().enumerate() {
+        let mut pos = 0u64;
+        for &p in &pool.params {
+            let (param, arg) = (&kernel.params[p as usize], &args[p as usize]);
+            let (KernelArg::Buffer(b), ParamKind::Buffer { access, .. }) = (arg, &param.kind)
+            else {
+                return Err(BackendError::InvalidArgument {
+                    kernel: kernel.name.clone(),
+                    reason: format!("'{}' must be a buffer", param.name),
+                });
+            };
+            let mem = b
+                .memory
+                .as_any()
+                .downcast_ref::<WgpuMemory>()
+                .ok_or_else(|| BackendError::ForeignBuffer("not wgpu memory".into()))?;
+            let (start, end) = super::memory::word_range(b.offset, b.len);
+            placed.push(PoolPlacement {
+                param: p,
+                pool: pi,
+                src: &mem.buffer,
+                start,
+                end,
+                pos,
+                writable: *access == hologram_isa::Access::ReadWrite,
+            });
+            pos += (end - start).div_ceil(16) * 16;
+        }
+        sizes.push(pos.max(16));
+    }
+    Ok((placed, sizes))
 }
 
 /// Everything one launch binds.
@@ -115,6 +177,7 @@ fn bind_args<'a>(
     args: &'a [KernelArg],
     owner: usize,
     fold: (u32, u64),
+    pooled: &[PoolPlacement<'a>],
 ) -> Result<Bound<'a>> {
     let bad = |reason: String| BackendError::InvalidArgument {
         kernel: kernel.name.clone(),
@@ -151,6 +214,9 @@ fn bind_args<'a>(
                 }
                 words[w] = off as u32;
                 words[w + 1] = len as u32;
+                if let Some(pl) = pooled.iter().find(|pl| pl.param == i as u32) {
+                    words[w] = ((pl.pos + (b.offset as u64 - pl.start)) / size as u64) as u32;
+                }
                 lens[i] = len as u64;
                 if let Some((_, binding)) = generated
                     .buffer_bindings
@@ -194,6 +260,7 @@ pub(crate) fn run(
         gpu.limits.max_compute_workgroups_per_dimension,
         kernel,
     )?;
+    let (placed, pool_sizes) = plan_pools(kernel, &pipeline.generated, args)?;
     let bound = bind_args(
         kernel,
         &pipeline.generated,
@@ -201,6 +268,7 @@ pub(crate) fn run(
         args,
         owner,
         (fold, config.grid_blocks()),
+        &placed,
     )?;
     let readback = gpu.scoped(
         || {
@@ -241,6 +309,25 @@ pub(crate) fn run(
                     resource: buf.as_entire_binding(),
                 });
             }
+            let pool_bufs: Vec<::wgpu::Buffer> = pool_sizes
+                .iter()
+                .map(|&size| {
+                    gpu.device.create_buffer(&::wgpu::BufferDescriptor {
+                        label: Some("hologram parameter pool"),
+                        size,
+                        usage: ::wgpu::BufferUsages::STORAGE
+                            | ::wgpu::BufferUsages::COPY_SRC
+                            | ::wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })
+                .collect();
+            for (pool, buf) in pipeline.generated.pools.iter().zip(&pool_bufs) {
+                entries.push(::wgpu::BindGroupEntry {
+                    binding: pool.binding,
+                    resource: buf.as_entire_binding(),
+                });
+            }
             let group = gpu.device.create_bind_group(&::wgpu::BindGroupDescriptor {
                 label: Some(&kernel.name),
                 layout: &pipeline.layout,
@@ -249,6 +336,17 @@ pub(crate) fn run(
             let mut enc = gpu
                 .device
                 .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
+            for pl in &placed {
+                if pl.end > pl.start {
+                    enc.copy_buffer_to_buffer(
+                        pl.src,
+                        pl.start,
+                        &pool_bufs[pl.pool],
+                        pl.pos,
+                        pl.end - pl.start,
+                    );
+                }
+            }
             {
                 let mut pass = enc.begin_compute_pass(&::wgpu::ComputePassDescriptor {
                     label: Some(&kernel.name),
@@ -257,6 +355,15 @@ pub(crate) fn run(
                 pass.set_pipeline(&pipeline.pipeline);
                 pass.set_bind_group(0, &group, &[]);
                 pass.dispatch_workgroups(dims[0], dims[1], dims[2]);
+            }
+            for pl in placed.iter().filter(|pl| pl.writable && pl.end > pl.start) {
+                enc.copy_buffer_to_buffer(
+                    &pool_bufs[pl.pool],
+                    pl.pos,
+                    pl.src,
+                    pl.start,
+                    pl.end - pl.start,
+                );
             }
             enc.copy_buffer_to_buffer(&err_buf, 0, &readback, 0, 4 * codegen::ERR_WORDS as u64);
             gpu.queue.submit([enc.finish()]);

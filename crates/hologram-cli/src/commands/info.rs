@@ -27,6 +27,8 @@ pub fn run() -> Result<(), CliError> {
             Err(reason) => println!("  {:<7} unavailable  {reason}", a.backend.name()),
         }
     }
+    #[cfg(feature = "wgpu")]
+    print_wgpu_adapters();
     let chosen = hologram_core::Executor::new_auto()?;
     let why = match std::env::var("HOLOGRAM_BACKEND") {
         Ok(v) if !v.trim().is_empty() => format!("HOLOGRAM_BACKEND={v}"),
@@ -34,4 +36,31 @@ pub fn run() -> Result<(), CliError> {
     };
     println!("default: {} ({why})", chosen.backend_type());
     Ok(())
+}
+
+/// Every Metal, Vulkan and DX12 adapter wgpu sees (software ones are used only on request).
+#[cfg(feature = "wgpu")]
+fn print_wgpu_adapters() {
+    let adapters = hologram_backends::wgpu::adapter::list_adapters();
+    println!("wgpu adapters:");
+    if adapters.is_empty() {
+        println!("  none (no Metal, Vulkan or DX12 driver was found)");
+    }
+    for a in adapters {
+        let note = if a.software {
+            format!(
+                "; software, used only with {}=1",
+                hologram_backends::wgpu::adapter::ALLOW_SOFTWARE_ENV
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "  {:<7} {} [{}, driver {}{note}]",
+            a.backend.to_lowercase(),
+            a.name,
+            a.device_type,
+            a.driver
+        );
+    }
 }

@@ -52,6 +52,8 @@ pub struct ArrayLayout {
     pub atomic: bool,
     /// WGSL word type (`u32`, `i32`, `u64`, `i64`, `f64`).
     pub word: &'static str,
+    /// Lives in a pool buffer shared with other parameters (see [`Pool`]).
+    pub pooled: bool,
 }
 
 /// Elements per 32-bit word for packed types (1 otherwise).
@@ -63,9 +65,9 @@ pub fn per_word(elem: Type) -> u32 {
     }
 }
 
-/// The layout of every array, in kernel array-index order (parameters, shared, scratch);
-/// scalar parameters get a placeholder that is never used.
-pub fn layouts(k: &Kernel) -> Vec<ArrayLayout> {
+/// The layout of every array, in kernel array-index order (parameters, shared, scratch), with
+/// bindings assigned within `max_storage_buffers`.
+pub fn layouts(k: &Kernel, max_storage_buffers: u32) -> Result<Layouts, String> {
     let total = k.params.len() + k.shared.len() + k.scratch.len();
     let mut atomic = vec![false; total];
     let mut atomic_i32 = vec![false; total];
@@ -83,28 +85,17 @@ pub fn layouts(k: &Kernel) -> Vec<ArrayLayout> {
             _ => {}
         }
     }
-    let mut binding = super::ARGS_BINDING + 1;
-    (0..total as u32)
+    let mut arrays: Vec<ArrayLayout> = (0..total as u32)
         .map(|id| {
             let (name, elem, len) = k.array_info(id);
             let (space, ident) = match k.array(id) {
-                ArrayRef::Param(p) => {
-                    let is_buffer = matches!(
-                        k.params[p as usize].kind,
-                        hologram_isa::ParamKind::Buffer { .. }
-                    );
-                    let b = binding;
-                    if is_buffer {
-                        binding += 1;
-                    }
-                    (
-                        Space::Buffer {
-                            param: p,
-                            binding: if is_buffer { b } else { u32::MAX },
-                        },
-                        format!("b{p}"),
-                    )
-                }
+                ArrayRef::Param(p) => (
+                    Space::Buffer {
+                        param: p,
+                        binding: u32::MAX,
+                    },
+                    format!("b{p}"),
+                ),
                 ArrayRef::Shared(s) => (Space::Shared, format!("s{s}")),
                 ArrayRef::Scratch(s) => (Space::Scratch, format!("x{s}")),
             };
@@ -125,9 +116,103 @@ pub fn layouts(k: &Kernel) -> Vec<ArrayLayout> {
                 len,
                 atomic: is_atomic,
                 word,
+                pooled: false,
             }
         })
-        .collect()
+        .collect();
+    let buffers: Vec<u32> = k
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| matches!(p.kind, hologram_isa::ParamKind::Buffer { .. }))
+        .map(|(i, _)| i as u32)
+        .collect();
+    // Two bindings are internal (error word, arguments). Past the adapter's limit, the last
+    // buffer parameters share pool buffers, one per word type.
+    let internal = 2u32;
+    let class = |a: &ArrayLayout| a.elem_decl();
+    let mut dedicated = buffers.len();
+    loop {
+        let mut classes: Vec<String> = buffers[dedicated..]
+            .iter()
+            .map(|&p| class(&arrays[p as usize]))
+            .collect();
+        classes.sort();
+        classes.dedup();
+        if dedicated as u32 + classes.len() as u32 + internal <= max_storage_buffers {
+            break;
+        }
+        if dedicated == 0 {
+            return Err(format!(
+                "{} buffer parameters; the adapter allows only {max_storage_buffers} storage buffers per shader",
+                buffers.len()
+            ));
+        }
+        dedicated -= 1;
+    }
+    let mut binding = super::ARGS_BINDING + 1;
+    for &p in &buffers[..dedicated] {
+        arrays[p as usize].space = Space::Buffer { param: p, binding };
+        binding += 1;
+    }
+    let mut pools: Vec<Pool> = Vec::new();
+    for &p in &buffers[dedicated..] {
+        let c = class(&arrays[p as usize]);
+        let idx = match pools.iter().position(|pool| pool.decl == c) {
+            Some(i) => i,
+            None => {
+                pools.push(Pool {
+                    binding,
+                    decl: c,
+                    params: Vec::new(),
+                });
+                binding += 1;
+                pools.len() - 1
+            }
+        };
+        pools[idx].params.push(p);
+        let a = &mut arrays[p as usize];
+        a.space = Space::Buffer {
+            param: p,
+            binding: pools[idx].binding,
+        };
+        a.ident = format!("hg_pool{idx}");
+        a.pooled = true;
+    }
+    Ok(Layouts { arrays, pools })
+}
+
+/// Buffer parameters that share one binding (when a kernel has more buffer parameters than the
+/// adapter has storage-buffer bindings): the launcher copies each one's range into the pool
+/// before the dispatch and the writable ones back after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    /// Binding number.
+    pub binding: u32,
+    /// WGSL element type of the pool array.
+    pub decl: String,
+    /// Parameters in the pool.
+    pub params: Vec<u32>,
+}
+
+impl Pool {
+    /// The module-scope declaration.
+    pub fn declaration(&self, index: usize) -> String {
+        format!(
+            "@group(0) @binding({}) var<storage, read_write> hg_pool{index}: array<{}>;\n",
+            self.binding, self.decl
+        )
+    }
+}
+
+/// Every array's layout, and the pools.
+#[derive(Debug, Clone)]
+pub struct Layouts {
+    /// In kernel array-index order (parameters, shared, scratch); scalar parameters get an
+    /// unused placeholder.
+    pub arrays: Vec<ArrayLayout>,
+    /// Pools of buffer parameters.
+    pub pools: Vec<Pool>,
 }
 
 impl ArrayLayout {
@@ -136,7 +221,8 @@ impl ArrayLayout {
         self.len.unwrap_or(0).div_ceil(per_word(self.elem)).max(1)
     }
 
-    fn elem_decl(&self) -> String {
+    /// The WGSL element type of the array (`u32`, `atomic<u32>`, ...).
+    pub fn elem_decl(&self) -> String {
         if self.atomic {
             format!("atomic<{}>", self.word)
         } else {
@@ -149,7 +235,7 @@ impl ArrayLayout {
         let mut d = String::new();
         let name = types::comment_safe(&self.name);
         match self.space {
-            Space::Buffer { binding, .. } if binding != u32::MAX => {
+            Space::Buffer { binding, .. } if binding != u32::MAX && !self.pooled => {
                 let _ = writeln!(
                     d,
                     "@group(0) @binding({binding}) var<storage, read_write> {}: array<{}>; // {name}",

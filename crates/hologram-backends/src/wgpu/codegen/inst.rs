@@ -98,9 +98,9 @@ impl Gen<'_> {
                             // would make them equal again after common-subexpression folding.)
                             let g = |x: &str| super::math::opaque(*ty, x);
                             let b_expr = if a_op == b { b_expr } else { g(&b_expr) };
-                            binary(*op, *ty, &g(&a), &b_expr)
+                            binary(*op, *ty, &g(&a), &b_expr, self.opts.float64)
                         } else {
-                            binary(*op, *ty, &a, &b_expr)
+                            binary(*op, *ty, &a, &b_expr, self.opts.float64)
                         }
                     }
                 };
@@ -363,7 +363,7 @@ pub(crate) fn zero(ty: Type) -> &'static str {
 }
 
 /// Two-operand operations.
-pub(crate) fn binary(op: BinaryOp, ty: Type, a: &str, b: &str) -> String {
+pub(crate) fn binary(op: BinaryOp, ty: Type, a: &str, b: &str, float64: bool) -> String {
     if ty == Type::Pred {
         return match op {
             BinaryOp::And => format!("({a} && {b})"),
@@ -372,7 +372,7 @@ pub(crate) fn binary(op: BinaryOp, ty: Type, a: &str, b: &str) -> String {
         };
     }
     if ty.is_float() {
-        return super::math::float_binary(op, ty, a, b);
+        return super::math::float_binary(op, ty, a, b, float64);
     }
     let bits = ty.bits();
     let amount = |b: &str| match reg_type(ty) {

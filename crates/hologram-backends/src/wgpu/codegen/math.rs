@@ -48,7 +48,7 @@ pub(crate) fn float_unary(op: UnaryOp, ty: Type, a: &str) -> String {
 }
 
 /// Two-operand float operations.
-pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str) -> String {
+pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str, float64: bool) -> String {
     if ty == Type::F64 {
         return super::wide::f64_binary(op, a, b);
     }
@@ -60,6 +60,8 @@ pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str) -> String {
         BinaryOp::Rem => format!("hg_fmod({a}, {b})"),
         BinaryOp::Min => format!("hg_fmin({a}, {b})"),
         BinaryOp::Max => format!("hg_fmax({a}, {b})"),
+        // With f64, y * ln(x) and e^t are computed in f64: accurate to about 1 ulp of f32.
+        BinaryOp::Pow if float64 => format!("hg_pow_d({a}, {b})"),
         BinaryOp::Pow => format!("hg_pow({a}, {b})"),
         _ => format!("({a} + {b})"), // bitwise ops are integer-only
     };
@@ -439,6 +441,118 @@ fn hg_exp_small(x: f32) -> f32 {
     let xx = x * x;
     let c = x - xx * (1.6666625440e-1 + xx * -2.7667332906e-3);
     return 1.0 + (x * c / (2.0 - c) + x);
+}
+"#,
+    },
+    Helper {
+        name: "hg_pow_d",
+        deps: &["hg_pow_special", "hg_log64p", "hg_exp64s"],
+        text: r#"// x^y through f64: t = y ln|x| and e^t are accurate to ~2^-50, far below an f32 ulp.
+fn hg_pow_d(x: f32, y: f32) -> f32 {
+    let sp = hg_pow_special(x, y);
+    if (sp.y != 0.0) { return sp.x; }
+    let t = f64(y) * hg_log64p(f64(abs(x)));
+    var r: f32;
+    if (t > f64(89.0)) {
+        r = bitcast<f32>(0x7f800000u ^ hg_zero);
+    } else if (t < f64(-104.0)) {
+        r = 0.0;
+    } else {
+        r = f32(hg_exp64s(t));
+    }
+    if (x < 0.0 && sp.z != 0.0) { r = -r; }
+    return r;
+}
+"#,
+    },
+    Helper {
+        name: "hg_pow_special",
+        deps: &["hg_isnan", "hg_nan"],
+        text: r#"// The C99 special cases of pow: (result, 1 if special, 1 if y is an odd integer).
+fn hg_pow_special(x: f32, y: f32) -> vec3<f32> {
+    let ay = abs(y);
+    let yint = trunc(y) == y;
+    let yodd = yint && ay < 16777216.0 && fract(ay * 0.5) != 0.0;
+    let odd = select(0.0, 1.0, yodd);
+    if (y == 0.0 || x == 1.0) { return vec3<f32>(1.0, 1.0, odd); }
+    if (hg_isnan(x) || hg_isnan(y)) { return vec3<f32>(x + y, 1.0, odd); }
+    let ax = abs(x);
+    let inf = bitcast<f32>(0x7f800000u ^ hg_zero);
+    if (ay == inf) {
+        if (ax == 1.0) { return vec3<f32>(1.0, 1.0, odd); }
+        if ((ax > 1.0) == (y > 0.0)) { return vec3<f32>(inf, 1.0, odd); }
+        return vec3<f32>(0.0, 1.0, odd);
+    }
+    if (x == 0.0) {
+        if (y < 0.0) {
+            return vec3<f32>(select(inf, select(inf, -inf, bitcast<u32>(x) != 0u), yodd), 1.0, odd);
+        }
+        return vec3<f32>(select(0.0, x, yodd), 1.0, odd);
+    }
+    if (ax == inf) {
+        let r = select(0.0, inf, y > 0.0);
+        return vec3<f32>(select(r, -r, x < 0.0 && yodd), 1.0, odd);
+    }
+    if (x < 0.0 && !yint) { return vec3<f32>(hg_nan(), 1.0, odd); }
+    return vec3<f32>(0.0, 0.0, odd);
+}
+"#,
+    },
+    Helper {
+        name: "hg_log64p",
+        deps: &[],
+        text: r#"// ln x for positive normal f64 x (after FreeBSD's e_log.c).
+fn hg_log64p(x0: f64) -> f64 {
+    var ui = bitcast<u64>(x0);
+    var hx = u32(ui >> 32u);
+    hx = hx + (0x3ff00000u - 0x3fe6a09eu);
+    let k = i32(hx >> 20u) - 0x3ff;
+    hx = (hx & 0x000fffffu) + 0x3fe6a09eu;
+    ui = (u64(hx) << 32u) | (ui & 0xfffffffflu);
+    let x = bitcast<f64>(ui);
+    let f = x - f64(1.0);
+    let hfsq = f64(0.5) * f * f;
+    let s = f / (f64(2.0) + f);
+    let z = s * s;
+    let w = z * z;
+    let t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01 + w * 1.531383769920937332e-01));
+    let t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01 + w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
+    let r = t2 + t1;
+    let dk = f64(k);
+    return s * (hfsq + r) + dk * 1.90821492927058770002e-10 - hfsq + f + dk * 6.93147180369123816490e-01;
+}
+"#,
+    },
+    Helper {
+        name: "hg_exp64s",
+        deps: &[],
+        text: r#"// e^x for |x| < 700 in f64 (after FreeBSD's e_exp.c).
+fn hg_exp64s(x0: f64) -> f64 {
+    var x = x0;
+    let hx = u32(bitcast<u64>(x) >> 32u) & 0x7fffffffu;
+    let neg = x < f64(0.0);
+    var k = 0;
+    var hi = f64(0.0);
+    var lo = f64(0.0);
+    if (hx > 0x3fd62e42u) {
+        if (hx >= 0x3ff0a2b2u) {
+            k = i32(1.44269504088896338700e+00 * x + select(f64(0.5), f64(-0.5), neg));
+        } else {
+            k = select(1, -1, neg);
+        }
+        let kf = f64(k);
+        hi = x - kf * 6.93147180369123816490e-01;
+        lo = kf * 1.90821492927058770002e-10;
+        x = hi - lo;
+    } else if (hx > 0x3e300000u) {
+        hi = x;
+    } else {
+        return f64(1.0) + x;
+    }
+    let xx = x * x;
+    let c = x - xx * (1.66666666666666019037e-01 + xx * (-2.77777777770155933842e-03 + xx * (6.61375632143793436117e-05 + xx * (-1.65339022054652515390e-06 + xx * 4.13813679705723846039e-08))));
+    let y = f64(1.0) + (x * c / (f64(2.0) - c) - lo + hi);
+    return y * bitcast<f64>(u64(u32(0x3ff + k)) << 52u);
 }
 "#,
     },

@@ -109,6 +109,9 @@ pub struct Generated {
     pub buffer_bindings: Vec<(u32, u32)>,
     /// Access sites, indexed by the site id the shader reports.
     pub sites: Vec<Site>,
+    /// Buffer parameters sharing pool bindings (empty unless the kernel has more buffer
+    /// parameters than the adapter has storage-buffer bindings).
+    pub pools: Vec<arrays::Pool>,
     /// Words of the argument buffer.
     pub args_words: usize,
 }
@@ -121,11 +124,13 @@ pub fn param_word(p: u32) -> usize {
 /// Generates WGSL for a validated kernel.
 pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, CodegenError> {
     check_support(kernel, opts)?;
-    let arrays = arrays::layouts(kernel);
+    let arrays::Layouts { arrays, pools } =
+        arrays::layouts(kernel, opts.max_storage_buffers).map_err(CodegenError::Unsupported)?;
     let mut g = Gen {
         k: kernel,
         opts,
         arrays,
+        pools,
         sites: Vec::new(),
         out: String::new(),
         indent: 2,
@@ -156,14 +161,18 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         .arrays
         .iter()
         .filter_map(|a| match a.space {
-            Space::Buffer { param, binding } if binding != u32::MAX => Some((param, binding)),
+            Space::Buffer { param, binding } if binding != u32::MAX && !a.pooled => {
+                Some((param, binding))
+            }
             _ => None,
         })
         .collect();
+    let pools = g.pools.clone();
     Ok(Generated {
         wgsl,
         buffer_bindings,
         sites: g.sites,
+        pools,
         args_words: param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS),
     })
 }
@@ -218,19 +227,6 @@ fn check_support(kernel: &Kernel, opts: &CodegenOptions) -> Result<(), CodegenEr
             _ => {}
         }
     }
-    let buffers = kernel
-        .params
-        .iter()
-        .filter(|p| matches!(p.kind, ParamKind::Buffer { .. }))
-        .count() as u32;
-    // Two more storage buffers: the error word and the arguments.
-    if buffers + 2 > opts.max_storage_buffers {
-        return Err(CodegenError::Unsupported(format!(
-            "{} storage buffers ({buffers} buffer parameters plus 2 internal); the adapter allows {}",
-            buffers + 2,
-            opts.max_storage_buffers
-        )));
-    }
     Ok(())
 }
 
@@ -239,6 +235,7 @@ pub(crate) struct Gen<'k> {
     pub k: &'k Kernel,
     pub opts: &'k CodegenOptions,
     pub arrays: Vec<ArrayLayout>,
+    pub pools: Vec<arrays::Pool>,
     pub sites: Vec<Site>,
     /// Statements being written (the current function body).
     pub out: String,
@@ -270,6 +267,9 @@ impl Gen<'_> {
         );
         for a in &self.arrays {
             d.push_str(&a.declaration());
+        }
+        for (i, p) in self.pools.iter().enumerate() {
+            d.push_str(&p.declaration(i));
         }
         if self.barrier_mode {
             d.push_str("var<workgroup> hg_sync: array<atomic<u32>, 6>;\n");
