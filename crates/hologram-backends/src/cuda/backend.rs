@@ -10,7 +10,7 @@ use hologram_isa::Kernel;
 use super::blas::Blas;
 use super::cache::ModuleCache;
 use super::codegen::{self, CodegenOptions, CODEGEN_VERSION};
-use super::device::{device_error, libraries, Device};
+use super::device::{cublas, device_error, Device};
 use super::launch::{self, ErrorRecord};
 use super::memory::{CudaMemory, Staging, STAGING_THRESHOLD};
 use super::module::Module;
@@ -84,7 +84,7 @@ impl CudaBackend {
 
     /// True when GEMM runs on cuBLAS (else on the generic kernel).
     pub fn has_cublas(&self) -> bool {
-        libraries().cublas.is_ok()
+        cublas().is_ok()
     }
 
     fn target(&self, opts: &CodegenOptions) -> String {

@@ -72,25 +72,28 @@ const CUBLAS_SYMBOLS: &[&str] = &[
     "cublasGemmStridedBatchedEx",
 ];
 
-/// Which CUDA libraries load here, each `Err` with a reason.
+/// Whether libcuda and NVRTC load here, each `Err` with a reason.
 #[derive(Debug, Clone)]
 pub(crate) struct Libraries {
     pub driver: std::result::Result<(), String>,
     pub nvrtc: std::result::Result<(), String>,
-    pub cublas: std::result::Result<(), String>,
 }
 
-/// Probes the libraries once per process.
+/// Probes libcuda and NVRTC once per process.
 pub(crate) fn libraries() -> &'static Libraries {
     static LIBS: OnceLock<Libraries> = OnceLock::new();
     LIBS.get_or_init(|| {
         // SAFETY: `is_culib_present` only tries to dlopen the library names; `culib` is called
         // only once the library is known to load, so it cannot panic.
         let driver = if unsafe { sys::is_culib_present() } {
-            missing_symbol(DRIVER_SYMBOLS, |s| unsafe { sys::culib().get::<*const ()>(s.as_bytes()).is_ok() })
-                .map_or(Ok(()), |s| {
-                    Err(format!("the NVIDIA driver is too old for this build: libcuda has no {s}; install a CUDA 13 driver"))
-                })
+            missing_symbol(DRIVER_SYMBOLS, |s| unsafe {
+                sys::culib().get::<*const ()>(s.as_bytes()).is_ok()
+            })
+            .map_or(Ok(()), |s| {
+                Err(format!(
+                    "the NVIDIA driver is too old for this build: libcuda has no {s}; install a CUDA 13 driver"
+                ))
+            })
         } else {
             Err("libcuda.so.1 not found (no NVIDIA driver)".to_string())
         };
@@ -98,22 +101,32 @@ pub(crate) fn libraries() -> &'static Libraries {
             missing_symbol(NVRTC_SYMBOLS, |s| unsafe {
                 cudarc::nvrtc::sys::culib().get::<*const ()>(s.as_bytes()).is_ok()
             })
-            .map_or(Ok(()), |s| Err(format!("the NVRTC library has no {s}; install NVRTC 12 or 13")))
+            .map_or(Ok(()), |s| {
+                Err(format!(
+                    "the NVRTC library has no {s}; install NVRTC 12 or 13"
+                ))
+            })
         } else {
             Err("NVRTC library not found (libnvrtc.so.13: install the CUDA toolkit or `pip install nvidia-cuda-nvrtc`, and add its lib folder to LD_LIBRARY_PATH)".to_string())
         };
-        let cublas = if unsafe { cudarc::cublas::sys::is_culib_present() } {
+        Libraries { driver, nvrtc }
+    })
+}
+
+/// Whether cuBLAS loads here (probed on first use: it is large, and only GEMM needs it).
+pub(crate) fn cublas() -> &'static std::result::Result<(), String> {
+    static CUBLAS: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    CUBLAS.get_or_init(|| {
+        // SAFETY: as in `libraries`.
+        if unsafe { cudarc::cublas::sys::is_culib_present() } {
             missing_symbol(CUBLAS_SYMBOLS, |s| unsafe {
-                cudarc::cublas::sys::culib().get::<*const ()>(s.as_bytes()).is_ok()
+                cudarc::cublas::sys::culib()
+                    .get::<*const ()>(s.as_bytes())
+                    .is_ok()
             })
             .map_or(Ok(()), |s| Err(format!("cuBLAS has no {s}")))
         } else {
             Err("cuBLAS library not found (libcublas.so.13)".to_string())
-        };
-        Libraries {
-            driver,
-            nvrtc,
-            cublas,
         }
     })
 }
