@@ -21,7 +21,7 @@ step "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 step "cargo test --workspace"
-cargo test --workspace
+cargo test --workspace --exclude hologram-py  # the extension has no Rust tests; pytest covers it
 
 step "conformance suite with the portable (non-AVX2) CPU lane functions"
 HOLOGRAM_CPU_SIMD=portable cargo test -p hologram-conformance --test cpu
@@ -39,6 +39,16 @@ LD_LIBRARY_PATH="$(cd "$(dirname "$NVRTC_SO")" && pwd)${LD_LIBRARY_PATH:+:$LD_LI
 
 step "CUDA codegen: generated code run on the host (conformance suite and cross-check vs the CPU)"
 cargo test -p hologram-conformance --test cuda_emulation -- --ignored
+
+step "python: venv, the abi3 wheel (maturin), pytest"
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+.venv/bin/pip install --quiet --upgrade pip
+# torch is large (the PyPI wheel pulls CUDA libraries); the seed examples and hologram_torch need it.
+.venv/bin/pip install --quiet "numpy<2.5" pytest maturin scikit-learn torch
+rm -rf target/wheels
+.venv/bin/maturin build --release --quiet -o target/wheels
+.venv/bin/pip install --quiet --force-reinstall --no-deps target/wheels/hologram-*.whl
+(cd tests/python && ../../.venv/bin/python -m pytest -q -p no:cacheprovider .)
 
 step "demo"
 cargo run --quiet --release -p hologram-cli -- demo --n 262144
