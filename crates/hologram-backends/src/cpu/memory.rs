@@ -32,13 +32,20 @@ unsafe impl Sync for CpuMemory {}
 impl CpuMemory {
     /// Allocates `size` zeroed bytes.
     pub fn new(size: usize) -> Result<Self> {
-        let oom = || BackendError::OutOfMemory { bytes: size, device: "host".into() };
+        let oom = || BackendError::OutOfMemory {
+            bytes: size,
+            device: "host".into(),
+        };
         // Zero-sized allocations still get a unique, aligned block.
         let layout = Layout::from_size_align(size.max(1), ALIGN).map_err(|_| oom())?;
         // SAFETY: layout has non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or_else(oom)?;
-        Ok(CpuMemory { ptr, size, kind: Kind::Owned(layout) })
+        Ok(CpuMemory {
+            ptr,
+            size,
+            kind: Kind::Owned(layout),
+        })
     }
 
     /// Wraps `size` bytes at `address` owned by `owner`.
@@ -46,11 +53,17 @@ impl CpuMemory {
     /// # Safety
     /// `address..address + size` must stay valid, writable host memory while `owner` lives.
     pub unsafe fn import(address: u64, size: usize, owner: MemoryOwner) -> Result<Self> {
-        let ptr = NonNull::new(address as usize as *mut u8).ok_or_else(|| BackendError::InvalidArgument {
-            kernel: "import".into(),
-            reason: "null host pointer".into(),
+        let ptr = NonNull::new(address as usize as *mut u8).ok_or_else(|| {
+            BackendError::InvalidArgument {
+                kernel: "import".into(),
+                reason: "null host pointer".into(),
+            }
         })?;
-        Ok(CpuMemory { ptr, size, kind: Kind::Imported(owner) })
+        Ok(CpuMemory {
+            ptr,
+            size,
+            kind: Kind::Imported(owner),
+        })
     }
 
     /// Start of the memory.

@@ -51,13 +51,17 @@ impl Default for CpuBackend {
 impl CpuBackend {
     /// Creates the backend (it uses rayon's global thread pool).
     pub fn new() -> Self {
-        CpuBackend { native_patterns: true }
+        CpuBackend {
+            native_patterns: true,
+        }
     }
 
     /// A backend that runs every kernel on the interpreter, recognized patterns included (for
     /// testing the two paths against each other).
     pub fn interpreter_only() -> Self {
-        CpuBackend { native_patterns: false }
+        CpuBackend {
+            native_patterns: false,
+        }
     }
 
     fn memory<'a>(&self, m: &'a Memory) -> Result<&'a CpuMemory> {
@@ -146,7 +150,9 @@ impl Backend for CpuBackend {
         let _span =
             tracing::debug_span!("compile", backend = "cpu", kernel = %kernel.name).entered();
         let mut lowered = compile::lower(kernel)?;
-        if let Some(pattern) = hologram_compiler::patterns::recognize_map(kernel).filter(|_| self.native_patterns) {
+        if let Some(pattern) =
+            hologram_compiler::patterns::recognize_map(kernel).filter(|_| self.native_patterns)
+        {
             tracing::debug!(kernel = %kernel.name, "recognized an element-wise map: native loop");
             lowered.native = Some(native::NativeMap::plan(&lowered, pattern));
         }
@@ -263,9 +269,16 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn import_memory(&self, address: u64, bytes: usize, owner: crate::backend::MemoryOwner) -> Result<Memory> {
+    fn import_memory(
+        &self,
+        address: u64,
+        bytes: usize,
+        owner: crate::backend::MemoryOwner,
+    ) -> Result<Memory> {
         // SAFETY: the caller (DLPack import) passes memory its owner keeps valid and writable.
-        Ok(Arc::new(unsafe { CpuMemory::import(address, bytes, owner)? }))
+        Ok(Arc::new(unsafe {
+            CpuMemory::import(address, bytes, owner)?
+        }))
     }
 
     fn gemm(

@@ -53,7 +53,9 @@ impl NativeMap {
                 Op::St { src, .. } => {
                     if let Some(&r) = src.as_reg() {
                         // The register must be written once, by a computing instruction.
-                        let def_is_compute = body.iter().any(|d| d.op.dst() == Some(&r) && !matches!(d.op, Op::Ld { .. }));
+                        let def_is_compute = body
+                            .iter()
+                            .any(|d| d.op.dst() == Some(&r) && !matches!(d.op, Op::Ld { .. }));
                         if defs[r as usize] == 1 && !claimed[r as usize] && def_is_compute {
                             direct_store[i] = true;
                             claimed[r as usize] = true;
@@ -63,7 +65,11 @@ impl NativeMap {
                 _ => {}
             }
         }
-        let gid_slot = k.specials.iter().find(|(s, _)| *s == Special::GidLinear).map(|&(_, slot)| slot);
+        let gid_slot = k
+            .specials
+            .iter()
+            .find(|(s, _)| *s == Special::GidLinear)
+            .map(|&(_, slot)| slot);
         let mut def_at = vec![0; k.num_slots];
         let mut last_use = vec![0; k.num_slots];
         for (i, inst) in body.iter().enumerate() {
@@ -76,12 +82,24 @@ impl NativeMap {
                 def_at[d as usize] = i;
             }
         }
-        NativeMap { pattern, zero_copy_load, direct_store, gid_slot, def_at, last_use }
+        NativeMap {
+            pattern,
+            zero_copy_load,
+            direct_store,
+            gid_slot,
+            def_at,
+            last_use,
+        }
     }
 
     /// The number of elements, when the launch can take the native path: every buffer the map
     /// touches must hold them (otherwise the interpreter reports the out-of-bounds access).
-    pub(crate) fn count(&self, globals: &[ArrayView], scalars: &[Option<u64>], lanes: u64) -> Option<usize> {
+    pub(crate) fn count(
+        &self,
+        globals: &[ArrayView],
+        scalars: &[Option<u64>],
+        lanes: u64,
+    ) -> Option<usize> {
         let mut n = lanes;
         if let Some(p) = self.pattern.bound {
             n = n.min(scalars.get(p as usize).copied().flatten()? & 0xffff_ffff);
@@ -98,7 +116,13 @@ impl NativeMap {
     /// True when loads may read inputs in place and results may be written straight into the
     /// outputs: outputs do not overlap each other, and wherever an output overlaps an input, every
     /// read of the loaded value happens no later than the instruction that writes the output.
-    fn in_place_is_safe(&self, k: &CpuKernel, globals: &[ArrayView], sizes: &[usize], n: usize) -> bool {
+    fn in_place_is_safe(
+        &self,
+        k: &CpuKernel,
+        globals: &[ArrayView],
+        sizes: &[usize],
+        n: usize,
+    ) -> bool {
         let range = |p: u32| {
             let start = globals[p as usize].base as usize;
             (start, start + n * sizes[p as usize])
@@ -112,7 +136,9 @@ impl NativeMap {
         }
         let body = &k.kernel.insts[self.pattern.body_start..];
         for (si, st) in body.iter().enumerate() {
-            let Op::St { mem, src, .. } = &st.op else { continue };
+            let Op::St { mem, src, .. } = &st.op else {
+                continue;
+            };
             let out = range(mem.array);
             // When the output is written: at the defining instruction (direct) or at the store.
             let written_at = match (self.direct_store[si], src.as_reg()) {
@@ -120,8 +146,13 @@ impl NativeMap {
                 _ => si,
             };
             for (li, ld) in body.iter().enumerate() {
-                let Op::Ld { dst, mem: lm, .. } = &ld.op else { continue };
-                if self.zero_copy_load[li] && overlaps(out, range(lm.array)) && self.last_use[*dst as usize] > written_at {
+                let Op::Ld { dst, mem: lm, .. } = &ld.op else {
+                    continue;
+                };
+                if self.zero_copy_load[li]
+                    && overlaps(out, range(lm.array))
+                    && self.last_use[*dst as usize] > written_at
+                {
                     return false;
                 }
             }
@@ -130,7 +161,14 @@ impl NativeMap {
     }
 
     /// Runs the map over `n` elements.
-    pub(crate) fn run(&self, k: &CpuKernel, globals: &[ArrayView], const_bits: &[u64], sizes: &[usize], n: usize) {
+    pub(crate) fn run(
+        &self,
+        k: &CpuKernel,
+        globals: &[ArrayView],
+        const_bits: &[u64],
+        sizes: &[usize],
+        n: usize,
+    ) {
         let fast = self.in_place_is_safe(k, globals, sizes, n);
         let chunks = n.div_ceil(CHUNK);
         let make_state = || {
@@ -151,7 +189,9 @@ impl NativeMap {
             let len = CHUNK.min(n - start);
             let base = file.as_mut_ptr();
             // SAFETY: every slot owns CHUNK u64 words of the file.
-            let mut ptrs: Vec<*mut u8> = (0..k.num_slots).map(|s| unsafe { base.add(s * CHUNK) as *mut u8 }).collect();
+            let mut ptrs: Vec<*mut u8> = (0..k.num_slots)
+                .map(|s| unsafe { base.add(s * CHUNK) as *mut u8 })
+                .collect();
             if let Some(g) = self.gid_slot {
                 let p = ptrs[g as usize] as *mut u32;
                 for l in 0..len {
@@ -165,11 +205,15 @@ impl NativeMap {
                     match &x.op {
                         XOp::Load { d, array, size, .. } if self.zero_copy_load[i] => {
                             // SAFETY: `count` checked the buffer holds n elements.
-                            ptrs[*d as usize] = unsafe { globals[*array as usize].base.add(start * size) };
+                            ptrs[*d as usize] =
+                                unsafe { globals[*array as usize].base.add(start * size) };
                         }
-                        XOp::Store { array, src, size, .. } if self.direct_store[i] => {
+                        XOp::Store {
+                            array, src, size, ..
+                        } if self.direct_store[i] => {
                             // SAFETY: as above, for the output buffer.
-                            ptrs[*src as usize] = unsafe { globals[*array as usize].base.add(start * size) };
+                            ptrs[*src as usize] =
+                                unsafe { globals[*array as usize].base.add(start * size) };
                         }
                         _ => {}
                     }
@@ -179,20 +223,39 @@ impl NativeMap {
                 match &x.op {
                     // SAFETY: slot pointers address `len` valid elements of the right type.
                     XOp::Compute { f, d, a, b, c } => unsafe {
-                        f(len, ptrs[*d as usize], ptrs[*a as usize], ptrs[*b as usize], ptrs[*c as usize], None)
+                        f(
+                            len,
+                            ptrs[*d as usize],
+                            ptrs[*a as usize],
+                            ptrs[*b as usize],
+                            ptrs[*c as usize],
+                            None,
+                        )
                     },
                     XOp::Load { d, array, size, .. } => {
                         if !(fast && self.zero_copy_load[i]) {
                             // SAFETY: the buffer holds n elements; the slot holds CHUNK.
                             unsafe {
-                                std::ptr::copy_nonoverlapping(globals[*array as usize].base.add(start * size), ptrs[*d as usize], len * size)
+                                std::ptr::copy_nonoverlapping(
+                                    globals[*array as usize].base.add(start * size),
+                                    ptrs[*d as usize],
+                                    len * size,
+                                )
                             };
                         }
                     }
-                    XOp::Store { array, src, size, .. } => {
+                    XOp::Store {
+                        array, src, size, ..
+                    } => {
                         if !(fast && self.direct_store[i]) {
                             // SAFETY: as for loads; `copy` allows overlap in safe mode.
-                            unsafe { std::ptr::copy(ptrs[*src as usize], globals[*array as usize].base.add(start * size), len * size) };
+                            unsafe {
+                                std::ptr::copy(
+                                    ptrs[*src as usize],
+                                    globals[*array as usize].base.add(start * size),
+                                    len * size,
+                                )
+                            };
                         }
                     }
                     _ => {}
