@@ -79,6 +79,9 @@ else
     record "second process: zero NVRTC compiles" FAIL "$(grep 'cuda kernel cache' "$SCRATCH/conformance2.out")"
 fi
 
+# Later steps reuse the warm cache.
+export HOLOGRAM_CACHE_DIR="$CACHE"
+
 # 3. CPU and CUDA compared on every buffer of every program.
 if step crosscheck 300 "$H" cross-check --backend cuda --reference cpu --dir "$CONF"; then s=ok; else s=FAIL; fi
 record "cross-check CPU vs CUDA" "$s" "$(tail -1 "$SCRATCH/crosscheck.out")"

@@ -39,6 +39,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyDtoDAsync_v2",
     "cuMemsetD8Async",
+    "cuMemsetD8_v2",
     "cuModuleLoadData",
     "cuModuleGetFunction",
     "cuModuleUnload",

@@ -136,12 +136,17 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
         .unwrap_or((0, 0));
     println!("4. divergent loops (Collatz) for {m} starts: {ms:.2} ms, longest {longest} steps from {at}");
 
-    // 5. bounds checks
+    // 5. bounds checks: every lane stores past the end, so no backend writes anything (GPUs
+    // stop only the lanes that go out of bounds). Launches may be asynchronous: the error can
+    // come from the launch or from the synchronize after it.
     let oob = exec.assemble(
-        ".kernel spill\n.param .buf.f32 y .rw\n    add.u32 %j, %gid, 1;\n    st.f32 y[%j], 1.0;\n",
+        ".kernel spill\n.param .buf.f32 y .rw\n    add.u32 %j, %gid, 8;\n    st.f32 y[%j], 1.0;\n",
     )?;
     let small = exec.zeros::<f32>(8)?;
-    match exec.launch(&oob, &LaunchConfig::linear(1, 8), &[small.arg()]) {
+    match exec
+        .launch(&oob, &LaunchConfig::linear(1, 8), &[small.arg()])
+        .and_then(|()| exec.synchronize())
+    {
         Err(e) => println!("5. an out-of-bounds store is caught: {e}"),
         Ok(()) => {
             return Err(CliError::Failed(
