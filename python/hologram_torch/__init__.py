@@ -1,0 +1,20 @@
+"""PyTorch integration of Hologram: functional ops with autograd, ``nn`` modules, and a
+``torch.compile`` backend named ``"hologram"``.
+
+    import torch
+    import hologram as hg
+    import hologram_torch as hg_torch
+
+    exec = hg.Executor(backend='auto')
+    z = hg_torch.functional.add(exec, torch.randn(1024), torch.randn(1024))
+    layer = hg_torch.nn.Linear(exec, 512, 256)
+    compiled = torch.compile(model, backend="hologram")
+"""
+
+from . import compile as _compile
+from . import functional, nn  # noqa: F401
+from ._bridge import default_executor, set_default_executor  # noqa: F401
+
+_compile.register()
+
+__all__ = ["functional", "nn", "default_executor", "set_default_executor"]

@@ -1,0 +1,54 @@
+"""Moving tensors between PyTorch and Hologram without copies (DLPack)."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+import hologram as hg
+
+_default = threading.local()
+
+
+def default_executor(device: torch.device | None = None) -> hg.Executor:
+    """The executor for tensors on ``device``: CUDA tensors run on the CUDA backend, everything
+    else on the executor set by :func:`set_default_executor` (the CPU by default)."""
+    if device is not None and device.type == "cuda":
+        return hg.executor_for("cuda")
+    ex = getattr(_default, "executor", None)
+    return ex if ex is not None else hg.executor_for("cpu")
+
+
+def set_default_executor(executor) -> None:
+    """Sets the executor used when an op is called without one (``None`` resets to the CPU)."""
+    _default.executor = None if executor is None else hg.executor_for(executor)
+
+
+def resolve(executor, tensors) -> hg.Executor:
+    """The executor an op runs on: the one given, else the one for the tensors' device."""
+    if executor is not None:
+        return hg.executor_for(executor)
+    dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), None)
+    return default_executor(dev)
+
+
+def to_hg(x: torch.Tensor, executor: hg.Executor) -> hg.Tensor:
+    """A Hologram view of a torch tensor (zero-copy when the executor can see its memory)."""
+    x = x.detach()
+    if x.device.type == "cuda" and executor.backend != "cuda":
+        x = x.cpu()
+    t = hg.from_dlpack(x)
+    if t.device != executor.backend:
+        t = t.to(executor)
+    return t
+
+
+def to_torch(t: hg.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A torch tensor of a Hologram result, on ``like``'s device (zero-copy when possible)."""
+    t = t.realize()
+    if like.device.type == "cuda" and t.device != "cuda":
+        return torch.from_dlpack(t.to("cpu")).to(like.device)
+    if like.device.type == "cpu" and t.device not in ("cpu",):
+        t = t.to("cpu")
+    return torch.from_dlpack(t)
