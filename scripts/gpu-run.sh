@@ -23,12 +23,22 @@ STEPS=()
 # record NAME STATUS DETAIL (tab-separated in STEPS)
 record() { STEPS+=("$1"$'\t'"$2"$'\t'"$3"); }
 
-# step NAME TIMEOUT CMD...: echoes and runs CMD with a time limit, output to the log and to
-# $SCRATCH/NAME.out; returns CMD's status.
+# The whole run must end, table printed, before the device tool's limit (600 s by default).
+BUDGET=${GPU_RUN_BUDGET_S:-560}
+
+# step NAME TIMEOUT CMD...: echoes and runs CMD with a time limit (cut to what is left of the
+# budget), output to the log and to $SCRATCH/NAME.out; returns CMD's status.
 step() {
     local name=$1 limit=$2
     shift 2
-    printf '\n==> %s\n+ %s\n' "$name" "$*"
+    local left=$((BUDGET - SECONDS - 15))
+    if [ "$left" -lt 20 ]; then
+        printf '\n==> %s: skipped, out of time\n' "$name"
+        echo "skipped: out of time" >"$SCRATCH/$name.out"
+        return 99
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    printf '\n==> %s (limit %s s)\n+ %s\n' "$name" "$limit" "$*"
     timeout "$limit" "$@" 2>&1 | tee "$SCRATCH/$name.out"
     local rc=${PIPESTATUS[0]}
     [ "$rc" = 124 ] && echo "(timed out after $limit s)"
@@ -67,42 +77,50 @@ else
     record "hologram info" FAIL "$(grep 'cuda ' "$SCRATCH/info.out" 2>/dev/null | head -1 | sed 's/  */ /g')"
 fi
 
-# 2. The conformance suite on CUDA, in a fresh cache, then again in a second process.
+# 2. The conformance suite on CUDA, in a fresh cache, then again in a second process (which
+# must compile nothing). A first run that times out (a hang) is not repeated.
 CACHE="$SCRATCH/cache"
-for run in 1 2; do
-    if HOLOGRAM_CACHE_DIR="$CACHE" step "conformance$run" 300 "$H" conformance --backend cuda --dir "$CONF"; then s=ok; else s=FAIL; fi
+conformance() {
+    local run=$1 s=ok
+    HOLOGRAM_CACHE_DIR="$CACHE" step "conformance$run" 150 "$H" conformance --backend cuda --dir "$CONF" || s=FAIL
     record "conformance on CUDA (process $run)" "$s" "$(grep -E '^[0-9]+ tests:' "$SCRATCH/conformance$run.out"); $(grep -o 'nvrtc_compiles=[0-9]* memory_hits=[0-9]* disk_hits=[0-9]*' "$SCRATCH/conformance$run.out")"
-done
-if grep -q 'nvrtc_compiles=0 ' "$SCRATCH/conformance2.out" && grep -q 'disk_hits=[1-9]' "$SCRATCH/conformance2.out"; then
+}
+conformance 1
+if grep -q 'timed out' "$SCRATCH/conformance1.out"; then
+    record "conformance on CUDA (process 2)" skipped "the first run hung"
+else
+    conformance 2
+fi
+if grep -q 'nvrtc_compiles=0 ' "$SCRATCH/conformance2.out" 2>/dev/null && grep -q 'disk_hits=[1-9]' "$SCRATCH/conformance2.out"; then
     record "second process: zero NVRTC compiles" ok "$(grep -o 'nvrtc_compiles=[0-9]* memory_hits=[0-9]* disk_hits=[0-9]*' "$SCRATCH/conformance2.out")"
 else
-    record "second process: zero NVRTC compiles" FAIL "$(grep 'cuda kernel cache' "$SCRATCH/conformance2.out")"
+    record "second process: zero NVRTC compiles" FAIL "$(grep 'cuda kernel cache' "$SCRATCH/conformance2.out" 2>/dev/null)"
 fi
 
 # Later steps reuse the warm cache.
 export HOLOGRAM_CACHE_DIR="$CACHE"
 
-# 3. CPU and CUDA compared on every buffer of every program.
-if step crosscheck 300 "$H" cross-check --backend cuda --reference cpu --dir "$CONF"; then s=ok; else s=FAIL; fi
-record "cross-check CPU vs CUDA" "$s" "$(tail -1 "$SCRATCH/crosscheck.out")"
-
-# 4. CUDA-specific tests (out of bounds, unchecked, async/sync, cuBLAS GEMM, copies, disk cache).
-if HOLOGRAM_REQUIRE_GPU=1 step cudatests 300 "$BUNDLE/cuda_gpu" --test-threads=1 --nocapture; then s=ok; else s=FAIL; fi
-record "CUDA tests (cuda_gpu)" "$s" "$(grep -E '^test result' "$SCRATCH/cudatests.out" | tail -1)"
-
-# 5. The NVRTC compile-only check, with this machine's NVRTC.
-if HOLOGRAM_REQUIRE_NVRTC=1 HOLOGRAM_CONFORMANCE_DIR="$CONF" step nvrtc 300 "$BUNDLE/cuda_codegen" --nocapture; then s=ok; else s=FAIL; fi
-record "NVRTC compiles every generated program" "$s" "$(grep -E 'NVRTC [0-9]|sources compiled|^test result' "$SCRATCH/nvrtc.out" | tr '\n' ' ')"
-
-# 6. The demo (saxpy, reduction, histogram, divergence, caught out-of-bounds store).
-if step demo 120 "$H" demo --backend cuda; then s=ok; else s=FAIL; fi
-record "hologram demo --backend cuda" "$s" "$(tail -1 "$SCRATCH/demo.out")"
-
-# 7. Benchmarks against PyTorch, in one run.
-if step bench 400 python3 bench/cuda_bench.py --hologram "$H" --out-dir "$OUT/bench-results"; then s=ok; else s="FAIL (or a target missed)"; fi
+# 3. Benchmarks against PyTorch, in one run (report and raw numbers under $OUT/bench-results).
+if step bench 240 python3 bench/cuda_bench.py --hologram "$H" --out-dir "$OUT/bench-results"; then s=ok; else s="FAIL or target missed"; fi
 record "benchmarks vs PyTorch" "$s" "report: $OUT/bench-results/cuda.md"
 
-printf '\n==> summary (log: %s)\n' "$LOG"
+# 4. CUDA-specific tests (out of bounds, unchecked, async/sync, cuBLAS GEMM, copies, disk cache).
+if HOLOGRAM_REQUIRE_GPU=1 step cudatests 120 "$BUNDLE/cuda_gpu" --test-threads=1 --nocapture; then s=ok; else s=FAIL; fi
+record "CUDA tests (cuda_gpu)" "$s" "$(grep -E '^test result|^test .* FAILED' "$SCRATCH/cudatests.out" | tr '\n' ' ')"
+
+# 5. CPU and CUDA compared on every buffer of every program.
+if step crosscheck 120 "$H" cross-check --backend cuda --reference cpu --dir "$CONF"; then s=ok; else s=FAIL; fi
+record "cross-check CPU vs CUDA" "$s" "$(tail -1 "$SCRATCH/crosscheck.out")"
+
+# 6. The NVRTC compile-only check, with this machine's NVRTC.
+if HOLOGRAM_REQUIRE_NVRTC=1 HOLOGRAM_CONFORMANCE_DIR="$CONF" step nvrtc 120 "$BUNDLE/cuda_codegen" --nocapture; then s=ok; else s=FAIL; fi
+record "NVRTC compiles every generated program" "$s" "$(grep -E 'NVRTC [0-9]|sources compiled|^test result' "$SCRATCH/nvrtc.out" | tr '\n' ' ')"
+
+# 7. The demo (saxpy, reduction, histogram, divergence, caught out-of-bounds store).
+if step demo 60 "$H" demo --backend cuda; then s=ok; else s=FAIL; fi
+record "hologram demo --backend cuda" "$s" "$(tail -1 "$SCRATCH/demo.out")"
+
+printf '\n==> summary after %s s (log: %s)\n' "$SECONDS" "$LOG"
 printf '%-42s %-8s %s\n' STEP STATUS DETAIL
 for s in "${STEPS[@]}"; do
     IFS=$'\t' read -r name status detail <<<"$s"
