@@ -873,3 +873,35 @@ fn element_wise_chains_fuse_into_one_launch() {
         }
     }
 }
+
+#[test]
+fn library_paths_and_the_interpreter_agree_bit_for_bit() {
+    // Recognized maps and reductions run natively on the CPU; the interpreter runs the same
+    // kernels instruction by instruction. Both must give identical bits.
+    let native = Executor::cpu();
+    let interp = Executor::with_backend(
+        hologram_core::BackendType::Cpu,
+        std::sync::Arc::new(hologram_backends::CpuBackend::interpreter_only()),
+    );
+    let mut rng = Rng(7);
+    for dt in [DType::F32, DType::F16, DType::F64, DType::I32] {
+        for shape in [vec![3, 1000], vec![5000], vec![7, 3, 9], vec![2, 40000]] {
+            let a = random_arr(&mut rng, &shape, dt, -3.0, 3.0);
+            let results = |exec: &Executor| -> Vec<Vec<u8>> {
+                let t = upload(exec, &a, dt);
+                let mut v = vec![
+                    t.sum(&[-1], false).unwrap().to_bytes().unwrap(),
+                    t.max(&[0], true).unwrap().to_bytes().unwrap(),
+                    t.argmin(Some(-1), false).unwrap().to_bytes().unwrap(),
+                    t.add(&t).unwrap().mul(3.0).unwrap().to_bytes().unwrap(),
+                ];
+                if dt.is_float() {
+                    v.push(t.softmax(-1).unwrap().to_bytes().unwrap());
+                    v.push(t.mean(&[], false).unwrap().to_bytes().unwrap());
+                }
+                v
+            };
+            assert_eq!(results(&native), results(&interp), "{dt} {shape:?}");
+        }
+    }
+}

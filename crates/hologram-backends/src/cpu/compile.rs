@@ -95,6 +95,8 @@ pub(crate) struct CpuKernel {
     pub zero_init: Vec<Slot>,
     /// A native loop for a recognized element-wise map.
     pub native: Option<super::native::NativeMap>,
+    /// A recognized reduction.
+    pub native_reduce: Option<hologram_compiler::patterns::ReducePattern>,
 }
 
 struct Lowering<'k> {
@@ -396,5 +398,6 @@ pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
         consts: l.const_list,
         zero_init: kernel.facts.zero_init.clone(),
         native: None,
+        native_reduce: None,
     })
 }

@@ -12,6 +12,7 @@ mod lanes;
 mod memops;
 mod memory;
 mod native;
+mod native_reduce;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -155,6 +156,11 @@ impl Backend for CpuBackend {
         {
             tracing::debug!(kernel = %kernel.name, "recognized an element-wise map: native loop");
             lowered.native = Some(native::NativeMap::plan(&lowered, pattern));
+        } else if self.native_patterns {
+            lowered.native_reduce = hologram_compiler::patterns::recognize_reduce(kernel);
+            if lowered.native_reduce.is_some() {
+                tracing::debug!(kernel = %kernel.name, "recognized a reduction: native loop");
+            }
         }
         Ok(CompiledKernel::new(kernel.clone(), Arc::new(lowered)))
     }
@@ -219,6 +225,15 @@ impl Backend for CpuBackend {
             if let Some(n) = native.count(&globals, &scalars, total) {
                 let sizes: Vec<usize> = kern.params.iter().map(|p| p.ty().size_bytes()).collect();
                 native.run(k, &globals, &const_bits, &sizes, n);
+                return Ok(());
+            }
+        }
+        if let Some(pattern) = &k.native_reduce {
+            let args = native_reduce::Args {
+                globals: &globals,
+                scalars: &scalars,
+            };
+            if native_reduce::run(pattern, &args, config).is_some() {
                 return Ok(());
             }
         }

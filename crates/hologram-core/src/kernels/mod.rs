@@ -1,7 +1,6 @@
 //! Generators of the Atlas ISA kernels behind tensor ops.
 
 pub(crate) mod elementwise;
-pub(crate) mod reduce;
 
 use hologram_isa::semantics::Value;
 use hologram_isa::Type;

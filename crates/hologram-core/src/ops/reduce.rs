@@ -6,9 +6,9 @@ use hologram_isa::Type;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::reduce::{block_kernel, lane_kernel, Combine, BLOCK};
 use crate::tensor::layout::axis as norm_axis;
 use crate::tensor::{Source, Tensor};
+use hologram_compiler::patterns::reduce_templates::{block_kernel, lane_kernel, Combine, BLOCK};
 
 /// A reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,16 +1,29 @@
-//! Reductions along one axis of a contiguous `[outer, R, inner]` view.
+//! Library templates for reductions along one axis of a contiguous `[outer, R, inner]` view.
 //!
 //! Two kernels: one lane per output element looping over R (inner > 1, or short rows), and one
 //! block per output chunk that reduces through shared memory with a tree (long contiguous rows;
-//! long rows are split into chunks whose partial results are reduced again).
+//! long rows are split into chunks whose partial results are reduced again). Tensor ops emit
+//! them; [`super::recognize_reduce`] recognizes any kernel whose canonical form is one of them,
+//! so backends can run it as a library reduction.
 
 use hologram_isa::Type;
 
-use super::lit;
+/// The value `x` as a literal of type `t`.
+fn lit(t: Type, x: f64) -> String {
+    if t.is_float() {
+        let v = if t == Type::F32 { (x as f32) as f64 } else { x };
+        hologram_isa::Imm::Float(v).to_string()
+    } else if t == Type::Pred {
+        if x != 0.0 { "true" } else { "false" }.to_string()
+    } else {
+        format!("{}", x as i128)
+    }
+}
 
 /// What a reduction computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Combine {
+#[allow(missing_docs)]
+pub enum Combine {
     Sum,
     Prod,
     Max,
@@ -20,7 +33,8 @@ pub(crate) enum Combine {
 }
 
 impl Combine {
-    fn is_arg(self) -> bool {
+    /// True for argmax and argmin.
+    pub fn is_arg(self) -> bool {
         matches!(self, Combine::ArgMax | Combine::ArgMin)
     }
 
@@ -77,7 +91,7 @@ impl Combine {
 /// One lane per output element: `out[o*I + i] = fold over r of x[off + o*R*I + r*I + i]`.
 /// `storage` is the input's element type, `acc` the accumulator type, `out` the stored result
 /// type (u32 for arg reductions, widened to the output dtype by the caller).
-pub(crate) fn lane_kernel(c: Combine, storage: Type, acc: Type, out: Type) -> String {
+pub fn lane_kernel(c: Combine, storage: Type, acc: Type, out: Type) -> String {
     let load = load_line(storage, acc, "%x", "x", "%idx");
     let fold = c.fold(acc, "%acc", "%x", "%best", "%r", "");
     let result = if c.is_arg() {
@@ -143,12 +157,12 @@ fn result_prep(c: Combine, acc: Type, out: Type) -> String {
 }
 
 /// Lanes per block of the block kernel.
-pub(crate) const BLOCK: u32 = 256;
+pub const BLOCK: u32 = 256;
 
 /// One block per (row, chunk) of a row-contiguous `[rows, R]` view (or of partial results with
 /// their indexes for arg reductions): block `b` reduces elements `chunk*len .. min(R,
 /// (chunk+1)*len)` of row `b / chunks` into `out[b]` (and `outix[b]`).
-pub(crate) fn block_kernel(
+pub fn block_kernel(
     c: Combine,
     storage: Type,
     acc: Type,

@@ -1,0 +1,311 @@
+//! Recognized reductions run as native loops with exactly the interpreter's order of operations
+//! (sequential per output for the lane template; 256 strided partial accumulators and the same
+//! tree for the block template), so both paths give identical bits.
+
+use std::any::TypeId;
+
+use half::{bf16, f16};
+use hologram_compiler::patterns::reduce_templates::{Combine, BLOCK};
+use hologram_compiler::patterns::{ReduceKind, ReducePattern};
+use hologram_isa::semantics::{convert, FromWide, Num, ToWide};
+use hologram_isa::Type;
+use rayon::prelude::*;
+
+use super::memops::ArrayView;
+use crate::backend::LaunchConfig;
+
+/// One accumulator step of the templates: returns (new acc, taken).
+#[inline(always)]
+fn better<A: Num>(c: Combine, x: A, acc: A) -> bool {
+    let nan_x = !A::cmp_eq(x, x);
+    let nan_acc = !A::cmp_eq(acc, acc);
+    match c {
+        Combine::Max | Combine::ArgMax => A::cmp_lt(acc, x) || (nan_x && !nan_acc),
+        _ => A::cmp_lt(x, acc) || (nan_x && !nan_acc),
+    }
+}
+
+#[inline(always)]
+fn fold<A: Num>(c: Combine, acc: A, x: A) -> A {
+    match c {
+        Combine::Sum => A::add(acc, x),
+        Combine::Prod => A::mul(acc, x),
+        _ => {
+            if better(c, x, acc) {
+                x
+            } else {
+                acc
+            }
+        }
+    }
+}
+
+/// The tree step of arg reductions: the better value wins; ties (and two NaNs) keep the
+/// smaller index.
+#[inline(always)]
+fn arg_tree<A: Num>(c: Combine, mine: (A, u32), other: (A, u32)) -> (A, u32) {
+    let gt = if c == Combine::ArgMax {
+        A::cmp_lt(mine.0, other.0)
+    } else {
+        A::cmp_lt(other.0, mine.0)
+    };
+    let lower = other.1 < mine.1;
+    let tie = A::cmp_eq(other.0, mine.0) && lower;
+    let on = !A::cmp_eq(other.0, other.0);
+    let mn = !A::cmp_eq(mine.0, mine.0);
+    let both = mn && on && lower;
+    let take = ((gt || on) && !mn) || both || tie;
+    if take {
+        other
+    } else {
+        mine
+    }
+}
+
+fn init<A: Num + FromWide>(c: Combine, t: Type) -> A {
+    use hologram_isa::semantics::Wide;
+    let w = match c {
+        Combine::Sum => Wide::Int(0),
+        Combine::Prod => Wide::Int(1),
+        Combine::Max | Combine::ArgMax => match t.int_range() {
+            Some((lo, _)) => Wide::Int(lo),
+            None => Wide::Float(f64::NEG_INFINITY),
+        },
+        Combine::Min | Combine::ArgMin => match t.int_range() {
+            Some((_, hi)) => Wide::Int(hi),
+            None => Wide::Float(f64::INFINITY),
+        },
+    };
+    A::from_wide(w)
+}
+
+#[inline(always)]
+fn widen<S: ToWide + 'static, A: FromWide + 'static>(s: S) -> A {
+    if TypeId::of::<S>() == TypeId::of::<A>() {
+        // SAFETY: S and A are the same type.
+        unsafe { std::mem::transmute_copy(&s) }
+    } else {
+        convert::<S, A>(s)
+    }
+}
+
+/// Raw views of the launch's buffer arguments and scalar values.
+pub(crate) struct Args<'a> {
+    pub globals: &'a [ArrayView],
+    pub scalars: &'a [Option<u64>],
+}
+
+impl Args<'_> {
+    fn scalar(&self, i: usize) -> Option<usize> {
+        self.scalars
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|v| (v & 0xffff_ffff) as usize)
+    }
+}
+
+/// Sends raw pointers to rayon workers (outputs are written at disjoint indexes).
+#[derive(Clone, Copy)]
+struct Ptr(*mut u8);
+// SAFETY: see the type's documentation.
+unsafe impl Send for Ptr {}
+unsafe impl Sync for Ptr {}
+
+fn lane<S, A, O>(p: &ReducePattern, a: &Args<'_>, lanes: usize) -> Option<()>
+where
+    S: ToWide + Copy + 'static,
+    A: Num + FromWide + ToWide + 'static,
+    O: FromWide + Copy + 'static,
+{
+    let (x, out) = (a.globals.first()?, a.globals.get(1)?);
+    let (off, rlen, inner, n) = (a.scalar(2)?, a.scalar(3)?, a.scalar(4)?, a.scalar(5)?);
+    let n = n.min(lanes);
+    if inner == 0 || n == 0 {
+        return (n == 0).then_some(());
+    }
+    let outer = n.div_ceil(inner);
+    if off + outer * rlen * inner > x.len as usize || n > out.len as usize {
+        return None;
+    }
+    let arg = p.combine.is_arg();
+    let (xp, op) = (Ptr(x.base), Ptr(out.base));
+    let c = p.combine;
+    let acc_ty = p.acc;
+    (0..n).into_par_iter().with_min_len(256).for_each(move |g| {
+        let (xp, op) = (xp, op);
+        let (o, i) = (g / inner, g % inner);
+        let base = off + o * rlen * inner + i;
+        let xs = xp.0 as *const S;
+        let mut acc: A = init(c, acc_ty);
+        let mut best = 0u32;
+        for r in 0..rlen {
+            // SAFETY: checked above that every index is inside x.
+            let v: A = widen(unsafe { *xs.add(base + r * inner) });
+            if arg {
+                if better(c, v, acc) {
+                    acc = v;
+                    best = r as u32;
+                }
+            } else {
+                acc = fold(c, acc, v);
+            }
+        }
+        // SAFETY: g < n <= out.len.
+        unsafe {
+            if arg {
+                *(op.0 as *mut u32).add(g) = best;
+            } else {
+                *(op.0 as *mut O).add(g) = widen::<A, O>(acc);
+            }
+        }
+    });
+    Some(())
+}
+
+fn block<S, A, O>(p: &ReducePattern, a: &Args<'_>, blocks: usize, index_input: bool) -> Option<()>
+where
+    S: ToWide + Copy + 'static,
+    A: Num + FromWide + ToWide + 'static,
+    O: FromWide + Copy + 'static,
+{
+    let arg = p.combine.is_arg();
+    let mut i = 0;
+    let x = a.globals.get(i)?;
+    i += 1;
+    let xix = if index_input {
+        i += 1;
+        Some(a.globals.get(i - 1)?)
+    } else {
+        None
+    };
+    let out = a.globals.get(i)?;
+    i += 1;
+    let outix = if arg {
+        i += 1;
+        Some(a.globals.get(i - 1)?)
+    } else {
+        None
+    };
+    let (off, rlen, chunks, clen) = (
+        a.scalar(i)?,
+        a.scalar(i + 1)?,
+        a.scalar(i + 2)?,
+        a.scalar(i + 3)?,
+    );
+    if chunks == 0 || blocks == 0 {
+        return Some(());
+    }
+    let rows = blocks.div_ceil(chunks);
+    if off + rows * rlen > x.len as usize || blocks > out.len as usize {
+        return None;
+    }
+    if xix.is_some_and(|v| off + rows * rlen > v.len as usize)
+        || outix.is_some_and(|v| blocks > v.len as usize)
+    {
+        return None;
+    }
+    let c = p.combine;
+    let acc_ty = p.acc;
+    let (xp, op) = (Ptr(x.base), Ptr(out.base));
+    let xixp = xix.map(|v| Ptr(v.base));
+    let oixp = outix.map(|v| Ptr(v.base));
+    let w = BLOCK as usize;
+    (0..blocks).into_par_iter().for_each(move |b| {
+        let (xp, op, xixp, oixp) = (xp, op, xixp, oixp);
+        let (row, chunk) = (b / chunks, b % chunks);
+        let start = chunk * clen;
+        let stop = (start + clen).min(rlen);
+        let rowbase = row * rlen + off;
+        let mut acc: Vec<A> = vec![init(c, acc_ty); w];
+        let mut best: Vec<u32> = vec![0; w];
+        let xs = xp.0 as *const S;
+        let mut pos = start;
+        while pos < stop {
+            let lanes = (stop - pos).min(w);
+            for t in 0..lanes {
+                let idx = rowbase + pos + t;
+                // SAFETY: idx < off + rows * rlen <= x.len (checked).
+                let v: A = widen(unsafe { *xs.add(idx) });
+                if arg {
+                    if better(c, v, acc[t]) {
+                        acc[t] = v;
+                        // SAFETY: as above for xix.
+                        best[t] = match xixp {
+                            Some(q) => unsafe { *(q.0 as *const u32).add(idx) },
+                            None => (idx - rowbase) as u32,
+                        };
+                    }
+                } else {
+                    acc[t] = fold(c, acc[t], v);
+                }
+            }
+            pos += w;
+        }
+        let mut s = w / 2;
+        while s > 0 {
+            for t in 0..s {
+                if arg {
+                    let (v, ix) = arg_tree(c, (acc[t], best[t]), (acc[t + s], best[t + s]));
+                    acc[t] = v;
+                    best[t] = ix;
+                } else {
+                    acc[t] = fold(c, acc[t], acc[t + s]);
+                }
+            }
+            s /= 2;
+        }
+        // SAFETY: b < blocks <= out.len (and outix.len).
+        unsafe {
+            if arg {
+                *(op.0 as *mut A).add(b) = acc[0];
+                if let Some(q) = oixp {
+                    *(q.0 as *mut u32).add(b) = best[0];
+                }
+            } else {
+                *(op.0 as *mut O).add(b) = widen::<A, O>(acc[0]);
+            }
+        }
+    });
+    Some(())
+}
+
+/// Runs a recognized reduction natively; `None` when the launch is not one the native code
+/// handles (unusual types, a block size other than the template's, buffers too small), in which
+/// case the interpreter runs it.
+pub(crate) fn run(p: &ReducePattern, args: &Args<'_>, config: &LaunchConfig) -> Option<()> {
+    let lanes = config.grid_blocks().saturating_mul(config.block_lanes()) as usize;
+    let blocks = config.grid_blocks() as usize;
+    if let ReduceKind::Block { .. } = p.kind {
+        if config.block != [BLOCK, 1, 1] {
+            return None;
+        }
+    }
+    macro_rules! go {
+        ($s:ty, $a:ty, $o:ty) => {
+            match p.kind {
+                ReduceKind::Lane => lane::<$s, $a, $o>(p, args, lanes),
+                ReduceKind::Block { index_input } => {
+                    block::<$s, $a, $o>(p, args, blocks, index_input)
+                }
+            }
+        };
+    }
+    use Type::*;
+    match (p.storage, p.acc, p.out) {
+        (F32, F32, F32) => go!(f32, f32, f32),
+        (F64, F64, F64) => go!(f64, f64, f64),
+        (F16, F32, F16) => go!(f16, f32, f16),
+        (F16, F32, F32) => go!(f16, f32, f32),
+        (BF16, F32, BF16) => go!(bf16, f32, bf16),
+        (BF16, F32, F32) => go!(bf16, f32, f32),
+        (I32, I64, I64) => go!(i32, i64, i64),
+        (I64, I64, I64) => go!(i64, i64, i64),
+        (U8, I64, I64) => go!(u8, i64, i64),
+        (I32, I32, I32) => go!(i32, i32, i32),
+        (U8, U8, U8) => go!(u8, u8, u8),
+        (U32, U32, U32) => go!(u32, u32, u32),
+        (U64, U64, U64) => go!(u64, u64, u64),
+        _ => None,
+    }
+}
