@@ -11,6 +11,17 @@ step "toolchain"
 cargo --version
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+step "Vulkan loader and Mesa's lavapipe (software Vulkan) for the wgpu backend's tests"
+if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null
+fi
+ls /usr/share/vulkan/icd.d/lvp_icd.*.json
+# Mesa warns on every run without XDG_RUNTIME_DIR.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/hologram-xdg-$(id -u)}"
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -25,6 +36,20 @@ cargo test --workspace --exclude hologram-py  # the extension has no Rust tests;
 
 step "conformance suite with the portable (non-AVX2) CPU lane functions"
 HOLOGRAM_CPU_SIMD=portable cargo test -p hologram-conformance --test cpu
+
+step "wgpu backend: the conformance suite through the CLI on lavapipe (software Vulkan, allowed explicitly)"
+HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 cargo run --quiet --release -p hologram-cli -- conformance --backend vulkan
+
+step "macOS: cargo check --target aarch64-apple-darwin of hologram-backends with the wgpu feature"
+MACOS_CHECK="passed"
+if rustup target list --installed 2>/dev/null | grep -qx aarch64-apple-darwin || rustup target add aarch64-apple-darwin; then
+    # blake3 (program digests) would compile C for the target, which needs Apple's toolchain;
+    # its pure-Rust build checks the same Rust code.
+    CARGO_FEATURE_PURE=1 cargo check -p hologram-backends --features wgpu --target aarch64-apple-darwin
+else
+    MACOS_CHECK="FAILED: the aarch64-apple-darwin target could not be installed (rustup target add aarch64-apple-darwin); the macOS check did not run"
+    printf '\n!!!!!!!!\n!!! %s\n!!!!!!!!\n' "$MACOS_CHECK" >&2
+fi
 
 step "CUDA codegen: NVRTC (from PyPI, no GPU or driver needed) compiles every generated program"
 # CUDA 13's NVRTC wheel is `nvidia-cuda-nvrtc` (13.x; the -cu12 names are CUDA 12).
@@ -53,4 +78,5 @@ rm -rf target/wheels
 step "demo"
 cargo run --quiet --release -p hologram-cli -- demo --n 262144
 
+if [ "$MACOS_CHECK" != "passed" ]; then printf '\nmacOS check: %s\n' "$MACOS_CHECK"; fi
 printf '\nall checks passed\n'

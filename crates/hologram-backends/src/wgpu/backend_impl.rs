@@ -315,6 +315,9 @@ impl Backend for WgpuBackend {
     }
 
     fn synchronize(&self) -> Result<()> {
+        // Copies into buffers (queue.write_buffer) are staged until the next submission; an
+        // empty one flushes them, so everything issued so far is done when this returns.
+        self.gpu.queue.submit(std::iter::empty());
         self.gpu.wait()
     }
 }

@@ -77,10 +77,10 @@ pub fn layouts(k: &Kernel, max_storage_buffers: u32) -> Result<Layouts, String> 
                 atomic[mem.array as usize] = true;
                 atomic_i32[mem.array as usize] |= *ty == Type::I32;
             }
-            Op::St { mem, ty, .. } if ty.size_bytes() < 4 => {
-                if !matches!(k.array(mem.array), ArrayRef::Scratch(_)) {
-                    atomic[mem.array as usize] = true;
-                }
+            Op::St { mem, ty, .. }
+                if ty.size_bytes() < 4 && !matches!(k.array(mem.array), ArrayRef::Scratch(_)) =>
+            {
+                atomic[mem.array as usize] = true;
             }
             _ => {}
         }
@@ -309,7 +309,7 @@ impl ArrayLayout {
     }
 
     /// Converts a word value to the register type of the element.
-    fn from_word(&self, v: &str) -> String {
+    fn word_to_reg(&self, v: &str) -> String {
         let reg = reg_type(self.elem);
         if reg == self.word {
             v.to_string()
@@ -319,7 +319,7 @@ impl ArrayLayout {
     }
 
     /// Converts a register value to the word type.
-    fn to_word(&self, v: &str) -> String {
+    fn reg_to_word(&self, v: &str) -> String {
         let reg = reg_type(self.elem);
         if reg == self.word {
             v.to_string()
@@ -331,7 +331,7 @@ impl ArrayLayout {
     /// An expression loading element `i` (in bounds) in the register type.
     pub fn load(&self, i: &str) -> String {
         if self.elem.size_bytes() >= 4 {
-            return self.from_word(&self.read_word(&self.element(i)));
+            return self.word_to_reg(&self.read_word(&self.element(i)));
         }
         let (w, sh) = self.packed(i);
         let mask = if self.elem.size_bytes() == 1 {
@@ -353,7 +353,7 @@ impl ArrayLayout {
     pub fn store(&self, i: &str, v: &str) -> Vec<String> {
         if self.elem.size_bytes() >= 4 {
             let e = self.element(i);
-            let val = self.to_word(v);
+            let val = self.reg_to_word(v);
             return vec![if self.atomic {
                 format!("atomicStore(&{}, {val});", self.word_ref(&e))
             } else {
@@ -398,11 +398,11 @@ impl ArrayLayout {
 
     /// Converts a register value to the atomic word type.
     pub fn atomic_value(&self, v: &str) -> String {
-        self.to_word(v)
+        self.reg_to_word(v)
     }
 
     /// Converts an atomic word value to the register type.
     pub fn atomic_result(&self, v: &str) -> String {
-        self.from_word(v)
+        self.word_to_reg(v)
     }
 }

@@ -11,7 +11,7 @@
 //! - registers, scalar parameters, `.scratch` arrays and the lane's control state are
 //!   `var<private>` (zero-initialized, so `KernelFacts::zero_init` holds for free);
 //! - `hg_run()` runs the lane: a `loop { switch hg_pc { ... } }` state machine over basic blocks
-//!   (see [`blocks`]); it returns when the lane exits, faults, or reaches a `barrier`;
+//!   (see `blocks.rs`); it returns when the lane exits, faults, or reaches a `barrier`;
 //! - `main` sets up special registers and scalars, then calls `hg_run()` once or, for kernels
 //!   with barriers, in phases separated by `workgroupBarrier()` at the top level of `main`
 //!   (uniform control flow: every lane of the workgroup runs every phase).
