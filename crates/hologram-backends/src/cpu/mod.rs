@@ -224,8 +224,11 @@ impl Backend for CpuBackend {
             let total = blocks.saturating_mul(block_lanes as u64);
             if let Some(n) = native.count(&globals, &scalars, total) {
                 let sizes: Vec<usize> = kern.params.iter().map(|p| p.ty().size_bytes()).collect();
-                native.run(k, &globals, &const_bits, &sizes, n);
-                return Ok(());
+                if native.can_run(&globals, &sizes, n)
+                    && native.run(k, &globals, &const_bits, &sizes, n)
+                {
+                    return Ok(());
+                }
             }
         }
         if let Some(pattern) = &k.native_reduce {

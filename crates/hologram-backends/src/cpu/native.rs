@@ -46,7 +46,14 @@ impl NativeMap {
         let mut direct_store = vec![false; body.len()];
         for (i, inst) in body.iter().enumerate() {
             match &inst.op {
-                Op::Ld { dst, .. } if defs[*dst as usize] == 1 && !claimed[*dst as usize] => {
+                Op::Ld { dst, mem, .. }
+                    if defs[*dst as usize] == 1
+                        && !claimed[*dst as usize]
+                        && matches!(
+                            mem.index,
+                            hologram_isa::Operand::Special(Special::GidLinear)
+                        ) =>
+                {
                     zero_copy_load[i] = true;
                     claimed[*dst as usize] = true;
                 }
@@ -160,7 +167,33 @@ impl NativeMap {
         true
     }
 
-    /// Runs the map over `n` elements.
+    /// True when this launch may run natively: a gather (indexes computed per element) only
+    /// runs natively when no output overlaps an input, so that if an index turns out to be out of
+    /// bounds the interpreter can run the launch again from the start and report it.
+    pub(crate) fn can_run(&self, globals: &[ArrayView], sizes: &[usize], n: usize) -> bool {
+        if !self.pattern.gather {
+            return true;
+        }
+        let range = |p: u32| {
+            let start = globals[p as usize].base as usize;
+            (start, start + n * sizes[p as usize])
+        };
+        let overlaps = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+        self.pattern.outputs.iter().all(|&o| {
+            self.pattern
+                .inputs
+                .iter()
+                .all(|&i| !overlaps(range(o), range(i)))
+                && self
+                    .pattern
+                    .outputs
+                    .iter()
+                    .all(|&q| q == o || !overlaps(range(o), range(q)))
+        })
+    }
+
+    /// Runs the map over `n` elements; false when a gathered index was out of bounds (the
+    /// interpreter then runs the launch again: see [`NativeMap::can_run`]).
     pub(crate) fn run(
         &self,
         k: &CpuKernel,
@@ -168,7 +201,8 @@ impl NativeMap {
         const_bits: &[u64],
         sizes: &[usize],
         n: usize,
-    ) {
+    ) -> bool {
+        let failed = std::sync::atomic::AtomicBool::new(false);
         let fast = self.in_place_is_safe(k, globals, sizes, n);
         let chunks = n.div_ceil(CHUNK);
         let make_state = || {
@@ -184,7 +218,10 @@ impl NativeMap {
             }
             file
         };
-        let run_chunk = |file: &mut Vec<u64>, c: usize| {
+        let run_chunk = |file: &mut Vec<u64>, idx: &mut Vec<i64>, c: usize| {
+            if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
             let start = c * CHUNK;
             let len = CHUNK.min(n - start);
             let base = file.as_mut_ptr();
@@ -232,31 +269,56 @@ impl NativeMap {
                             None,
                         )
                     },
-                    XOp::Load { d, array, size, .. } => {
-                        if !(fast && self.zero_copy_load[i]) {
-                            // SAFETY: the buffer holds n elements; the slot holds CHUNK.
-                            unsafe {
-                                std::ptr::copy_nonoverlapping(
-                                    globals[*array as usize].base.add(start * size),
-                                    ptrs[*d as usize],
-                                    len * size,
-                                )
-                            };
+                    XOp::Load {
+                        f,
+                        widen,
+                        d,
+                        array,
+                        index,
+                        contiguous: false,
+                        ..
+                    } => {
+                        // A gather: widen the computed indexes, check and load them.
+                        // SAFETY: the index slot holds `len` integers of the widened type; the
+                        // load checks every index against the buffer's length.
+                        unsafe { widen(len, ptrs[*index as usize], idx) };
+                        if unsafe {
+                            f(
+                                len,
+                                ptrs[*d as usize],
+                                &idx[..len],
+                                &globals[*array as usize],
+                                None,
+                            )
                         }
+                        .is_err()
+                        {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                    // In fast mode, zero-copy loads and direct stores need no copy.
+                    XOp::Load { d, array, size, .. } if !(fast && self.zero_copy_load[i]) => {
+                        // SAFETY: the buffer holds n elements; the slot holds CHUNK.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                globals[*array as usize].base.add(start * size),
+                                ptrs[*d as usize],
+                                len * size,
+                            )
+                        };
                     }
                     XOp::Store {
                         array, src, size, ..
-                    } => {
-                        if !(fast && self.direct_store[i]) {
-                            // SAFETY: as for loads; `copy` allows overlap in safe mode.
-                            unsafe {
-                                std::ptr::copy(
-                                    ptrs[*src as usize],
-                                    globals[*array as usize].base.add(start * size),
-                                    len * size,
-                                )
-                            };
-                        }
+                    } if !(fast && self.direct_store[i]) => {
+                        // SAFETY: as for loads; `copy` allows overlap in safe mode.
+                        unsafe {
+                            std::ptr::copy(
+                                ptrs[*src as usize],
+                                globals[*array as usize].base.add(start * size),
+                                len * size,
+                            )
+                        };
                     }
                     _ => {}
                 }
@@ -266,8 +328,9 @@ impl NativeMap {
         let tasks = chunks.min(rayon::current_num_threads() * 4).max(1);
         let run_task = |t: usize| {
             let mut file = make_state();
+            let mut idx = vec![0i64; CHUNK];
             for c in (t * chunks / tasks)..((t + 1) * chunks / tasks) {
-                run_chunk(&mut file, c);
+                run_chunk(&mut file, &mut idx, c);
             }
         };
         if tasks == 1 {
@@ -276,6 +339,7 @@ impl NativeMap {
             let ptr_safe = PtrSafe(&run_task);
             (0..tasks).into_par_iter().for_each(|t| ptr_safe.call(t));
         }
+        !failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

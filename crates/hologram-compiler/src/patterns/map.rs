@@ -14,6 +14,9 @@ pub struct MapPattern {
     pub inputs: Vec<u32>,
     /// Buffer parameters the map stores to.
     pub outputs: Vec<u32>,
+    /// True when some load reads at an index other than `%gid` (a gather, e.g. a broadcast
+    /// operand); such indexes are computed per element and bounds-checked.
+    pub gather: bool,
 }
 
 fn is_gid(o: &Operand<u32>) -> bool {
@@ -61,6 +64,7 @@ pub fn recognize_map(k: &Kernel) -> Option<MapPattern> {
     }
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
+    let mut gather = false;
     for inst in &insts[start..] {
         if inst.guard.is_some() {
             return None;
@@ -79,7 +83,7 @@ pub fn recognize_map(k: &Kernel) -> Option<MapPattern> {
                     return None;
                 };
                 if !is_gid(&mem.index) {
-                    return None;
+                    gather = true;
                 }
                 if !inputs.contains(&p) {
                     inputs.push(p);
@@ -114,5 +118,6 @@ pub fn recognize_map(k: &Kernel) -> Option<MapPattern> {
         body_start: start,
         inputs,
         outputs,
+        gather,
     })
 }
