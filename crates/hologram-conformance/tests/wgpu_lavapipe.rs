@@ -77,3 +77,91 @@ fn conformance_suite_on_wgpu_vulkan() {
         report.summary()
     );
 }
+
+#[test]
+fn software_adapters_need_an_explicit_request() {
+    // Only meaningful where the machine has no hardware Vulkan adapter (CI: lavapipe only).
+    if std::env::var(hologram_backends::wgpu::adapter::ALLOW_SOFTWARE_ENV).is_ok() {
+        return;
+    }
+    let hardware = hologram_backends::wgpu::adapter::list_adapters()
+        .iter()
+        .any(|a| !a.software && a.backend == "Vulkan");
+    let opts = AdapterOptions {
+        api: Api::Vulkan,
+        allow_software: false,
+    };
+    match WgpuBackend::with_options(&opts) {
+        Ok(b) => assert!(hardware, "opened {} without being allowed", b.info().name),
+        Err(e) => {
+            assert!(!hardware, "{e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains("HOLOGRAM_WGPU_ALLOW_SOFTWARE") || msg.contains("no vulkan adapter"),
+                "{msg}"
+            );
+        }
+    }
+}
+
+#[test]
+fn metal_and_dx12_say_where_they_exist() {
+    for api in [Api::Metal, Api::Dx12] {
+        let here = (api == Api::Metal && cfg!(target_os = "macos"))
+            || (api == Api::Dx12 && cfg!(target_os = "windows"));
+        if here {
+            continue;
+        }
+        let err = WgpuBackend::with_options(&AdapterOptions {
+            api,
+            allow_software: true,
+        })
+        .expect_err("this OS has no such API");
+        assert!(err.to_string().contains("exists only on"), "{err}");
+    }
+}
+
+#[test]
+fn pipelines_are_cached_and_out_of_bounds_is_an_error() {
+    use hologram_backends::{BackendError, BufferArg, KernelArg, LaunchConfig};
+    use hologram_isa::semantics::Value;
+    use std::sync::Arc;
+    let Some(b) = open() else { return };
+    let k = Arc::new(
+        hologram_isa::assemble(
+            ".kernel k\n.param .buf.u32 y .rw\n.param .u32 n\n    add.u32 %i, %gid, n;\n    st.u32 y[%i], %gid;\n",
+        )
+        .expect("assemble"),
+    );
+    let c = b.compile(&k).expect("compile");
+    let y = b.allocate(4 * 64).expect("allocate");
+    let args = |n: u32| {
+        [
+            KernelArg::Buffer(BufferArg::whole(y.clone())),
+            KernelArg::Scalar(Value::U32(n)),
+        ]
+    };
+    b.launch(&c, &LaunchConfig::linear(2, 32), &args(0))
+        .expect("in bounds");
+    let before = b.pipeline_cache_stats();
+    let err = b
+        .launch(&c, &LaunchConfig::linear(2, 32), &args(1))
+        .expect_err("lane 63 stores y[64]");
+    assert!(
+        matches!(&err, BackendError::OutOfBounds { array, index: 64, len: 64, .. } if array == "y"),
+        "{err}"
+    );
+    let after = b.pipeline_cache_stats();
+    assert_eq!(
+        after.misses, before.misses,
+        "the second launch built a pipeline"
+    );
+    assert_eq!(after.hits, before.hits + 1);
+    let mut out = vec![0u8; 4 * 64];
+    b.copy_out(&y, 0, &mut out).expect("copy out");
+    // Unaligned copies work too.
+    b.copy_in(&y, 5, &[1, 2, 3]).expect("unaligned copy in");
+    let mut three = [0u8; 3];
+    b.copy_out(&y, 5, &mut three).expect("unaligned copy out");
+    assert_eq!(three, [1, 2, 3]);
+}

@@ -444,3 +444,31 @@ pub(crate) fn options(gpu: &Gpu, config: &LaunchConfig) -> CodegenOptions {
         max_storage_buffers: gpu.limits.max_storage_buffers_per_shader_stage,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_grids_fold_with_few_idle_workgroups() {
+        let k =
+            hologram_isa::assemble(".kernel k\n.param .buf.u32 y .rw\n    st.u32 y[%gid], 1;\n")
+                .expect("assemble");
+        let fit = LaunchConfig::linear(65535, 256);
+        assert_eq!(
+            dispatch_dims(&fit, 65535, &k).expect("fits"),
+            ([65535, 1, 1], 0)
+        );
+        for total in [65536u32, 100_000, 16_777_216, u32::MAX / 2] {
+            let cfg = LaunchConfig::linear(total, 1);
+            let (d, fold) = dispatch_dims(&cfg, 65535, &k).expect("folds");
+            let n = d.iter().map(|&x| x as u64).product::<u64>();
+            assert_eq!(fold, 1);
+            assert!(d.iter().all(|&x| x <= 65535), "{d:?}");
+            assert!(
+                n >= total as u64 && n - (total as u64) < (d[1] as u64) * (d[2] as u64),
+                "{total}: {d:?}"
+            );
+        }
+    }
+}

@@ -77,7 +77,7 @@ impl Gen<'_> {
             }
             Op::Unary { op, ty, dst, src } => {
                 let a = o(self, src, *ty);
-                let e = unary(*op, *ty, &a);
+                let e = unary(*op, *ty, &a, self.opts.float64);
                 self.line(&format!("r{dst} = {e};"));
             }
             Op::Binary { op, ty, dst, a, b } => {
@@ -331,12 +331,12 @@ impl Gen<'_> {
 }
 
 /// One-operand operations.
-pub(crate) fn unary(op: UnaryOp, ty: Type, a: &str) -> String {
+pub(crate) fn unary(op: UnaryOp, ty: Type, a: &str, float64: bool) -> String {
     if ty == Type::Pred {
         return format!("!{a}");
     }
     if ty.is_float() {
-        return super::math::float_unary(op, ty, a);
+        return super::math::float_unary(op, ty, a, float64);
     }
     let e = match op {
         UnaryOp::Abs if ty.is_signed_int() => format!("abs({a})"),

@@ -13,7 +13,7 @@ use super::prelude::Helper;
 use super::types::normalize;
 
 /// One-operand float operations (for `f64`, only the exact ones reach here).
-pub(crate) fn float_unary(op: UnaryOp, ty: Type, a: &str) -> String {
+pub(crate) fn float_unary(op: UnaryOp, ty: Type, a: &str, float64: bool) -> String {
     if ty == Type::F64 {
         return super::wide::f64_unary(op, a);
     }
@@ -26,11 +26,13 @@ pub(crate) fn float_unary(op: UnaryOp, ty: Type, a: &str) -> String {
         UnaryOp::Log2 => format!("hg_log2({a})"),
         UnaryOp::Log10 => format!("hg_log10({a})"),
         UnaryOp::Sqrt => format!("hg_sqrt({a})"),
+        UnaryOp::Rsqrt if float64 => format!("f32(f64(1.0) / f64(hg_sqrt({a})))"),
         UnaryOp::Rsqrt => format!("(1.0 / hg_sqrt({a}))"),
         UnaryOp::Sin => format!("hg_sin({a})"),
         UnaryOp::Cos => format!("hg_cos({a})"),
         UnaryOp::Tan => format!("hg_tan({a})"),
         UnaryOp::Tanh => format!("hg_tanh({a})"),
+        UnaryOp::Sigmoid if float64 => format!("f32(f64(1.0) / f64(1.0 + hg_exp(-({a}))))"),
         UnaryOp::Sigmoid => format!("(1.0 / (1.0 + hg_exp(-({a}))))"),
         UnaryOp::Erf => format!("hg_erf({a})"),
         UnaryOp::Floor => format!("floor({a})"),
@@ -56,6 +58,9 @@ pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str, float64: bo
         BinaryOp::Add => format!("({a} + {b})"),
         BinaryOp::Sub => format!("({a} - {b})"),
         BinaryOp::Mul => format!("({a} * {b})"),
+        // Vulkan allows 2.5 ulp for f32 division; through f64 (exact-enough quotient, then one
+        // innocuous second rounding) it is correctly rounded wherever f64 division is.
+        BinaryOp::Div if float64 => format!("f32(f64({a}) / f64({b}))"),
         BinaryOp::Div => format!("({a} / {b})"),
         BinaryOp::Rem => format!("hg_fmod({a}, {b})"),
         BinaryOp::Min => format!("hg_fmin({a}, {b})"),
