@@ -179,22 +179,8 @@ impl PyTensor {
         // SAFETY: `owner` keeps the memory alive for the whole call.
         let bytes = unsafe { host_bytes(address, nbytes)? };
         let _keep = owner;
-        let want = self.t.numel() * self.t.dtype().size();
-        if bytes.len() != want {
-            return Err(ValidationError::new_err(format!(
-                "{} bytes given for a {} tensor of shape {:?} ({} bytes)",
-                bytes.len(),
-                self.t.dtype(),
-                self.t.shape(),
-                want
-            )));
-        }
         let t = self.t.clone();
-        nogil(py, move || {
-            let exec = t.executor().clone();
-            let src = Tensor::from_bytes(&exec, bytes, t.shape(), t.dtype())?;
-            src.copy_into(&t)
-        })
+        nogil(py, move || t.write_bytes(bytes))
     }
 
     /// The elements in C order as bytes (a copy).

@@ -358,6 +358,54 @@ macro_rules! lane_family {
         $($attr)* unsafe fn mov<T: Copy>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
             map1::<T, T>(n, d, a, m, |x| x)
         }
+        /// `div.u32`/`rem.u32`: when every lane divides consecutive values by the same non-zero
+        /// divisor (index arithmetic on `%gid`), quotient and remainder are stepped along without
+        /// dividing; otherwise each lane divides.
+        $($attr)* unsafe fn divrem_u32(n: usize, d: *mut u8, a: *const u8, b: *const u8, m: Option<&[u8]>, rem: bool) {
+            let bs = std::slice::from_raw_parts(b as *const u32, n);
+            let first = bs.first().copied().unwrap_or(0);
+            if first == 0 || bs.iter().any(|&x| x != first) {
+                if rem {
+                    map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::rem);
+                } else {
+                    map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::div);
+                }
+                return;
+            }
+            // Consecutive dividends (index arithmetic on %gid): step quotient and remainder along
+            // instead of dividing every lane.
+            let xs = std::slice::from_raw_parts(a as *const u32, n);
+            let start = xs.first().copied().unwrap_or(0);
+            let consecutive = xs.iter().enumerate().all(|(i, &x)| x == start.wrapping_add(i as u32));
+            if !consecutive || start.checked_add(n as u32).is_none() {
+                if rem {
+                    map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::rem);
+                } else {
+                    map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::div);
+                }
+                return;
+            }
+            // Runs of equal quotients: the remainder counts up within a run.
+            let (mut q, mut r) = (start / first, start % first);
+            let out = d as *mut u32;
+            let mut i = 0;
+            while i < n {
+                let run = ((first - r) as usize).min(n - i);
+                for j in 0..run {
+                    store_lane(out, i + j, if rem { r + j as u32 } else { q }, m);
+                }
+                i += run;
+                r = 0;
+                q += 1;
+            }
+        }
+        $($attr)* unsafe fn div_u32(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            divrem_u32(n, d, a, b, m, false)
+        }
+        $($attr)* unsafe fn rem_u32(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
+            divrem_u32(n, d, a, b, m, true)
+        }
+
         $($attr)* unsafe fn cvt<F: ToWide, T: FromWide>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
             map1::<F, T>(n, d, a, m, convert::<F, T>)
         }
@@ -422,6 +470,8 @@ macro_rules! lane_family {
                 Add => with_num!(ty, |T| Some(bin_add::<T> as LaneFn)),
                 Sub => with_num!(ty, |T| Some(bin_sub::<T> as LaneFn)),
                 Mul => with_num!(ty, |T| Some(bin_mul::<T> as LaneFn)),
+                Div if ty == Type::U32 => Some(div_u32 as LaneFn),
+                Rem if ty == Type::U32 => Some(rem_u32 as LaneFn),
                 Div => with_num!(ty, |T| Some(bin_div::<T> as LaneFn)),
                 Rem => with_num!(ty, |T| Some(bin_rem::<T> as LaneFn)),
                 Min => with_num!(ty, |T| Some(bin_min::<T> as LaneFn)),
@@ -568,4 +618,94 @@ unsafe fn widen_index<T: Int>(n: usize, src: *const u8, out: &mut [i64]) {
 /// Index widening for an integer type.
 pub(crate) fn index_fn(ty: Type) -> Option<IndexFn> {
     with_int!(ty, |T| Some(widen_index::<T> as IndexFn))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_u32_division_is_exact() {
+        let div = binary_fn(BinaryOp::Div, Type::U32).unwrap();
+        let rem = binary_fn(BinaryOp::Rem, Type::U32).unwrap();
+        for (start, d) in [
+            (0u32, 1u32),
+            (5, 3),
+            (1023, 1024),
+            (4096 * 7 + 13, 1000),
+            (u32::MAX - 5000, 77),
+        ] {
+            let a: Vec<u32> = (0..4096u32).map(|i| start.wrapping_add(i)).collect();
+            let b = vec![d; a.len()];
+            let (mut q, mut r) = (vec![0u32; a.len()], vec![0u32; a.len()]);
+            // SAFETY: every slice holds a.len() u32 lanes.
+            unsafe {
+                div(
+                    a.len(),
+                    q.as_mut_ptr() as _,
+                    a.as_ptr() as _,
+                    b.as_ptr() as _,
+                    a.as_ptr() as _,
+                    None,
+                );
+                rem(
+                    a.len(),
+                    r.as_mut_ptr() as _,
+                    a.as_ptr() as _,
+                    b.as_ptr() as _,
+                    a.as_ptr() as _,
+                    None,
+                );
+            }
+            for i in 0..a.len() {
+                assert_eq!((q[i], r[i]), (a[i] / d, a[i] % d), "{} / {d}", a[i]);
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_u32_division_is_exact() {
+        let div = binary_fn(BinaryOp::Div, Type::U32).unwrap();
+        let rem = binary_fn(BinaryOp::Rem, Type::U32).unwrap();
+        for d in [
+            1u32,
+            3,
+            7,
+            1000,
+            65535,
+            1 << 20,
+            0x7fff_ffff,
+            0xffff_fffe,
+            u32::MAX,
+        ] {
+            let a: Vec<u32> = (0..4096u32)
+                .map(|i| i.wrapping_mul(2654435761) ^ (i << 7))
+                .chain([u32::MAX, u32::MAX - 1, d, d.wrapping_mul(7)])
+                .collect();
+            let b = vec![d; a.len()];
+            let (mut q, mut r) = (vec![0u32; a.len()], vec![0u32; a.len()]);
+            // SAFETY: every slice holds a.len() u32 lanes.
+            unsafe {
+                div(
+                    a.len(),
+                    q.as_mut_ptr() as _,
+                    a.as_ptr() as _,
+                    b.as_ptr() as _,
+                    a.as_ptr() as _,
+                    None,
+                );
+                rem(
+                    a.len(),
+                    r.as_mut_ptr() as _,
+                    a.as_ptr() as _,
+                    b.as_ptr() as _,
+                    a.as_ptr() as _,
+                    None,
+                );
+            }
+            for i in 0..a.len() {
+                assert_eq!((q[i], r[i]), (a[i] / d, a[i] % d), "{} / {d}", a[i]);
+            }
+        }
+    }
 }

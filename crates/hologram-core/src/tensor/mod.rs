@@ -231,6 +231,32 @@ impl Tensor {
         lazy::run_into(&self.exec, &lazy, out)
     }
 
+    /// Overwrites the elements with raw bytes in row-major order (exactly `numel * size` bytes):
+    /// one direct copy into device memory when the tensor is a contiguous stored view, else a
+    /// copy through a kernel.
+    pub fn write_bytes(&self, bytes: &[u8]) -> Result<()> {
+        let want = self.numel() * self.dtype.size();
+        if bytes.len() != want {
+            return Err(Error::LengthMismatch(format!(
+                "{} bytes given for a {} tensor of shape {:?} ({want} bytes)",
+                bytes.len(),
+                self.dtype,
+                self.shape()
+            )));
+        }
+        match &self.src {
+            Source::Stored(s) if self.is_contiguous() => {
+                s.write(self.layout.offset * self.dtype.size(), bytes)
+            }
+            Source::Stored(_) => {
+                Tensor::from_bytes(&self.exec, bytes, self.shape(), self.dtype)?.copy_into(self)
+            }
+            Source::Lazy(_) => Err(Error::Program(
+                "cannot write into a pending expression; realize it first".into(),
+            )),
+        }
+    }
+
     /// The elements in row-major order as raw bytes.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let t = self.contiguous()?;

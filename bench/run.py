@@ -1,0 +1,312 @@
+"""Hologram against NumPy, PyTorch (eager and torch.compile) and CuPy, in one process run.
+
+Every workload is timed for every implementation in the same run, interleaved size by size, as
+the median of repeated runs after warm-up (each timed run waits for its device). Results go to
+a JSON file that bench/report.py turns into the Markdown report and plots.
+
+    python bench/run.py --device cpu  --out bench/results/cpu-2core-epyc/results.json
+    python bench/run.py --device cuda --out $OUT/results.json      # on a GPU machine
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import hologram as hg
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+try:
+    import cupy
+except ImportError:  # pragma: no cover
+    cupy = None
+
+
+def now():
+    return time.perf_counter()
+
+
+def measure(fn, sync=lambda: None, warmup=3, reps=11, budget_s=3.0):
+    """Median and minimum seconds of `fn` (synchronized), after warm-up."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    start = now()
+    for _ in range(reps):
+        t = now()
+        fn()
+        sync()
+        times.append(now() - t)
+        if now() - start > budget_s and len(times) >= 3:
+            break
+    return statistics.median(times), min(times)
+
+
+def machine(device):
+    info = {"platform": platform.platform(), "python": platform.python_version(), "cores": os.cpu_count(),
+            "numpy": np.__version__, "hologram": hg.__version__}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    if torch is not None:
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+    if cupy is not None:
+        info["cupy"] = cupy.__version__
+    if device == "cuda":
+        try:
+            q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+            info["gpu"] = q
+        except (OSError, subprocess.SubprocessError):
+            pass
+    info["hologram_device"] = hg.Executor(device).info()
+    return info
+
+
+class Bench:
+    def __init__(self, device, quick):
+        self.device = device
+        self.quick = quick
+        self.ex = hg.executor_for(device)
+        self.rows = []
+        self.gpu = device == "cuda"
+        self.tdev = "cuda" if self.gpu else "cpu"
+        self.hsync = self.ex.synchronize
+        self.tsync = (lambda: torch.cuda.synchronize()) if self.gpu and torch is not None else (lambda: None)
+
+    def add(self, workload, size, impl, secs, work=None, unit=None, note=""):
+        med, mn = secs
+        row = {"workload": workload, "size": size, "impl": impl, "median_us": med * 1e6, "min_us": mn * 1e6, "note": note}
+        if work is not None:
+            row["rate"] = work / med / 1e9
+            row["unit"] = unit
+        self.rows.append(row)
+        rate = f"{row['rate']:.1f} {unit}" if work is not None else ""
+        print(f"{workload:<22} {size:>12} {impl:<16} {med * 1e6:>12.1f} us  {rate}", flush=True)
+
+    def sizes(self, lo, hi_cpu, hi_gpu):
+        hi = hi_gpu if self.gpu else hi_cpu
+        step = 4 if not self.quick else 7
+        return [1 << k for k in range(lo, hi + 1, 2 if not self.quick else step)] + ([1 << hi] if (hi - lo) % 2 else [])
+
+    # ---- element-wise and reductions ----
+    def elementwise(self):
+        rng = np.random.default_rng(0)
+        for n in self.sizes(10, 24, 28):
+            x = rng.standard_normal(n, dtype=np.float32)
+            y = rng.standard_normal(n, dtype=np.float32)
+            hx = hg.asarray(x, device=self.device).realize()
+            hy = hg.asarray(y, device=self.device).realize()
+            tx = ty = None
+            if torch is not None:
+                tx, ty = torch.from_numpy(x).to(self.tdev), torch.from_numpy(y).to(self.tdev)
+            cx = cy = None
+            if self.gpu and cupy is not None:
+                cx, cy = cupy.asarray(x), cupy.asarray(y)
+            sizes_b = {"add": 12 * n, "sigmoid": 8 * n, "relu(a+b)*b": 12 * n, "sum": 4 * n}
+            cases = {
+                "add": (lambda: (hx + hy).realize(), lambda: x + y, lambda: tx + ty, lambda: cx + cy),
+                "sigmoid": (lambda: hx.sigmoid().realize(), lambda: 1 / (1 + np.exp(-x)), lambda: torch.sigmoid(tx), lambda: 1 / (1 + cupy.exp(-cx))),
+                "relu(a+b)*b": (lambda: ((hx + hy).relu() * hy).realize(), lambda: np.maximum(x + y, 0) * y,
+                                lambda: torch.relu(tx + ty) * ty, lambda: cupy.maximum(cx + cy, 0) * cy),
+                "sum": (lambda: hx.sum().realize(), lambda: x.sum(), lambda: tx.sum(), lambda: cx.sum()),
+            }
+            compiled = {}
+            if torch is not None and self.gpu:
+                compiled["relu(a+b)*b"] = torch.compile(lambda a, b: torch.relu(a + b) * b)
+                compiled["add"] = torch.compile(lambda a, b: a + b)
+            for name, (h, npf, tf, cf) in cases.items():
+                self.add(name, n, "hologram", measure(h, self.hsync), sizes_b[name], "GB/s")
+                if not self.gpu:
+                    self.add(name, n, "numpy", measure(npf), sizes_b[name], "GB/s")
+                if torch is not None:
+                    self.add(name, n, "torch", measure(tf, self.tsync), sizes_b[name], "GB/s")
+                    if name in compiled:
+                        c = compiled[name]
+                        self.add(name, n, "torch.compile", measure(lambda: c(tx, ty), self.tsync), sizes_b[name], "GB/s")
+                if cx is not None:
+                    self.add(name, n, "cupy", measure(cf, cupy.cuda.Device().synchronize), sizes_b[name], "GB/s")
+            del hx, hy, tx, ty, cx, cy
+            self.ex.empty_cache()
+            if self.gpu and torch is not None:
+                torch.cuda.empty_cache()
+
+    def softmax(self):
+        rng = np.random.default_rng(1)
+        for n in self.sizes(14, 24, 28):
+            rows = n // 1024
+            x = rng.standard_normal((rows, 1024), dtype=np.float32)
+            hx = hg.asarray(x, device=self.device).realize()
+            self.add("softmax rows", n, "hologram", measure(lambda: hx.softmax(-1).realize(), self.hsync), 8 * n, "GB/s")
+            if not self.gpu:
+                def np_softmax():
+                    e = np.exp(x - x.max(-1, keepdims=True))
+                    return e / e.sum(-1, keepdims=True)
+                self.add("softmax rows", n, "numpy", measure(np_softmax), 8 * n, "GB/s")
+            if torch is not None:
+                tx = torch.from_numpy(x).to(self.tdev)
+                self.add("softmax rows", n, "torch", measure(lambda: torch.softmax(tx, -1), self.tsync), 8 * n, "GB/s")
+            del hx
+
+    def matmul(self):
+        sizes = [1024, 4096] if self.gpu else [256, 1024]
+        dts = ["float32", "tf32", "float16", "bfloat16"] if self.gpu else ["float32"]
+        rng = np.random.default_rng(2)
+        for n in sizes:
+            a = rng.standard_normal((n, n), dtype=np.float32)
+            b = rng.standard_normal((n, n), dtype=np.float32)
+            flops = 2 * n ** 3
+            for dt in dts:
+                storage = "float32" if dt == "tf32" else dt
+                ha = hg.asarray(a, device=self.device).astype(storage).realize()
+                hb = hg.asarray(b, device=self.device).astype(storage).realize()
+                tf32 = dt == "tf32"
+                self.add(f"matmul {dt}", n, "hologram", measure(lambda: hg.matmul(ha, hb, tf32=tf32).realize(), self.hsync), flops, "TFLOP/s")
+                if torch is not None:
+                    tdt = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dt]
+                    ta, tb = torch.from_numpy(a).to(self.tdev, tdt), torch.from_numpy(b).to(self.tdev, tdt)
+                    if self.gpu:
+                        torch.backends.cuda.matmul.allow_tf32 = tf32
+                    self.add(f"matmul {dt}", n, "torch", measure(lambda: ta @ tb, self.tsync), flops, "TFLOP/s")
+                    if self.gpu:
+                        torch.backends.cuda.matmul.allow_tf32 = False
+                if not self.gpu and dt == "float32":
+                    self.add(f"matmul {dt}", n, "numpy", measure(lambda: a @ b), flops, "TFLOP/s")
+                if self.gpu and cupy is not None and dt in ("float32", "float16"):
+                    ca, cb = cupy.asarray(a.astype(dt)), cupy.asarray(b.astype(dt))
+                    self.add(f"matmul {dt}", n, "cupy", measure(lambda: ca @ cb, cupy.cuda.Device().synchronize), flops, "TFLOP/s")
+
+    def latency(self):
+        """A tiny kernel from launch to completion (one element)."""
+        hx = hg.asarray(np.ones(1, dtype=np.float32), device=self.device).realize()
+        self.add("tiny kernel latency", 1, "hologram", measure(lambda: (hx + 1).realize(), self.hsync, reps=101))
+        if torch is not None:
+            tx = torch.ones(1, device=self.tdev)
+            self.add("tiny kernel latency", 1, "torch", measure(lambda: tx + 1, self.tsync, reps=101))
+        if not self.gpu:
+            x = np.ones(1, dtype=np.float32)
+            self.add("tiny kernel latency", 1, "numpy", measure(lambda: x + 1, reps=101))
+        if self.gpu and cupy is not None:
+            cx = cupy.ones(1, dtype=cupy.float32)
+            self.add("tiny kernel latency", 1, "cupy", measure(lambda: cx + 1, cupy.cuda.Device().synchronize, reps=101))
+
+    def python_overhead(self):
+        """The seed API's tiny call: hg.ops.vector_add on 16 elements vs NumPy and torch."""
+        ex = self.ex
+        a, b, c = (ex.allocate(16) for _ in range(3))
+        self.add("ops.vector_add(16)", 16, "hologram", measure(lambda: hg.ops.vector_add(ex, a, b, c), self.hsync, reps=201))
+        x = np.ones(16, dtype=np.float32)
+        out = np.empty_like(x)
+        self.add("ops.vector_add(16)", 16, "numpy", measure(lambda: np.add(x, x, out=out), reps=201))
+        if torch is not None:
+            t = torch.ones(16)
+            o = torch.empty(16)
+            self.add("ops.vector_add(16)", 16, "torch", measure(lambda: torch.add(t, t, out=o), reps=201))
+
+    def transfers(self):
+        """Host<->device bandwidth through Buffer.from_numpy / to_numpy; zero-copy vs JSON."""
+        for n in [1 << 10, 100_000, 10_000_000] if not self.gpu else [1 << 20, 1 << 26]:
+            x = np.random.default_rng(3).standard_normal(n, dtype=np.float32)
+            buf = self.ex.allocate(n)
+            self.add("host->device", n, "hologram", measure(lambda: buf.from_numpy(x), self.hsync), 4 * n, "GB/s")
+            host_copy = self.device == "cpu"
+            if host_copy:
+                self.add("device->host", n, "hologram (view)", measure(lambda: buf.to_numpy()), 4 * n, "GB/s", "zero-copy view")
+            self.add("device->host", n, "hologram (copy)", measure(lambda: np.array(buf.to_numpy(), copy=True), self.hsync), 4 * n, "GB/s")
+            self.add("host->device", n, "numpy copy", measure(lambda: x.copy()), 4 * n, "GB/s")
+            if not self.gpu and n <= 10_000_000:
+                def json_round_trip():
+                    return np.asarray(json.loads(json.dumps(x.tolist())), dtype=np.float32)
+                self.add("host->device", n, "JSON round trip", measure(json_round_trip, reps=3 if n > 100_000 else 11), 4 * n, "GB/s")
+            if self.gpu and torch is not None:
+                t = torch.from_numpy(x)
+                self.add("host->device", n, "torch .cuda()", measure(lambda: t.cuda(), self.tsync), 4 * n, "GB/s")
+
+    def compile_time(self):
+        """First compile of a new kernel (cold disk cache) against a warm in-memory cache."""
+        text = ".kernel k{}\n.param .buf.f32 y .rw\n.param .u32 n\n    setp.ge.u32 %p, %gid, n;\n@%p exit;\n    ld.f32 %v, y[%gid];\n    mul.f32 %v, %v, {}.5;\n    st.f32 y[%gid], %v;\n"
+        y = self.ex.allocate(1024)
+        cold = []
+        for i in range(5):
+            p = hg.asm(text.format(int(time.time() * 1e6) % 10 ** 9 + i, i + 2))
+            t = now()
+            self.ex.run(p, grid=4, block=256, args={"y": y, "n": 1024})
+            self.ex.synchronize()
+            cold.append(now() - t)
+        self.add("first run (compile)", 1024, "hologram", (statistics.median(cold), min(cold)))
+        warm = hg.asm(text.format(0, 3))
+        self.ex.run(warm, grid=4, block=256, args={"y": y, "n": 1024})
+        self.add("warm run (cached)", 1024, "hologram", measure(lambda: self.ex.run(warm, grid=4, block=256, args={"y": y, "n": 1024}), self.hsync, reps=51))
+
+    def mlp_step(self):
+        """One training step of a 512-256-10 MLP (forward, loss, backward, SGD)."""
+        if torch is None:
+            return
+        import hologram_torch as hgt
+
+        batch = 4096 if self.gpu else 1024
+        for impl in ("hologram_torch", "torch"):
+            torch.manual_seed(0)
+            nn = hgt.nn if impl == "hologram_torch" else torch.nn
+            model = torch.nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10)).to(self.tdev)
+            loss_fn = nn.CrossEntropyLoss()
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            x = torch.randn(batch, 512, device=self.tdev)
+            t = torch.randint(0, 10, (batch,), device=self.tdev)
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                loss_fn(model(x), t).backward()
+                opt.step()
+
+            sync = (lambda: torch.cuda.synchronize()) if self.gpu else (lambda: None)
+            self.add(f"MLP train step {batch}x512-256-10", batch, impl, measure(step, sync, warmup=3, reps=21))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", required=True)
+    p.add_argument("--quick", action="store_true", help="fewer sizes")
+    p.add_argument("--only", default="", help="comma-separated workload groups")
+    a = p.parse_args(argv)
+    if torch is not None and a.device == "cpu":
+        torch.set_num_threads(os.cpu_count() or 1)
+    b = Bench(a.device, a.quick)
+    groups = ["elementwise", "softmax", "matmul", "latency", "python_overhead", "transfers", "compile_time", "mlp_step"]
+    if a.only:
+        groups = [g for g in groups if g in a.only.split(",")]
+    t0 = now()
+    for g in groups:
+        print(f"\n== {g}", flush=True)
+        try:
+            getattr(b, g)()
+        except Exception as e:  # noqa: BLE001 - one failing group must not lose the others
+            print(f"{g} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            b.rows.append({"workload": g, "error": f"{type(e).__name__}: {e}"})
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"device": a.device, "machine": machine(a.device), "seconds": now() - t0, "rows": b.rows}, f, indent=1)
+    print(f"\nwrote {a.out} in {now() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
