@@ -22,6 +22,15 @@ if [ -f "$NV_ICD" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then export VK_DRIVER_FILE
 echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-}"
 ldconfig -p | grep libvulkan || echo "no libvulkan: unpack .gl/*.deb first"
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 || true
+# For the CUDA comparison: NVRTC and cuBLAS from the CUDA toolkit or PyTorch's wheels.
+for lib in libnvrtc.so libcublas.so; do
+    ldconfig -p | grep -q "$lib" && continue
+    for dir in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 \
+        $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null | sed 's|\([^ ]*\)|\1/nvidia/*/lib|g'); do
+        if ls "$dir/$lib"* >/dev/null 2>&1; then export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"; break; fi
+    done
+done
+echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 
 echo; echo "==> hologram info"
 timeout 60 "$H" info
