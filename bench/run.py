@@ -40,19 +40,38 @@ def now():
 
 def measure(fn, sync=lambda: None, warmup=3, reps=11, budget_s=3.0):
     """Median and minimum seconds of `fn` (synchronized), after warm-up."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    times = []
+    return measure_interleaved({"_": (fn, sync)}, warmup, reps, budget_s)["_"]
+
+
+def measure_interleaved(cases, warmup=3, reps=11, budget_s=3.0):
+    """Median and minimum seconds of each case, timed round-robin so that every implementation
+    sees the same machine state (frequency, other load) over the run.
+
+    `cases` maps a name to `(fn, sync)`; a case whose warm-up raises is reported as the error
+    string instead of timings, so one failing implementation does not lose the others.
+    """
+    live, out = {}, {}
+    for name, (fn, sync) in cases.items():
+        try:
+            for _ in range(warmup):
+                fn()
+            sync()
+            live[name] = (fn, sync)
+        except Exception as e:  # noqa: BLE001 - reported in the results
+            out[name] = f"{type(e).__name__}: {e}"
+    times = {name: [] for name in live}
     start = now()
-    for _ in range(reps):
-        t = now()
-        fn()
-        sync()
-        times.append(now() - t)
-        if now() - start > budget_s and len(times) >= 3:
+    for r in range(reps):
+        for name, (fn, sync) in live.items():
+            t = now()
+            fn()
+            sync()
+            times[name].append(now() - t)
+        if now() - start > budget_s and r >= 2:
             break
-    return statistics.median(times), min(times)
+    for name, ts in times.items():
+        out[name] = (statistics.median(ts), min(ts))
+    return out
 
 
 def machine(device):
@@ -91,8 +110,14 @@ class Bench:
         self.tdev = "cuda" if self.gpu else "cpu"
         self.hsync = self.ex.synchronize
         self.tsync = (lambda: torch.cuda.synchronize()) if self.gpu and torch is not None else (lambda: None)
+        self.csync = cupy.cuda.Device().synchronize if self.gpu and cupy is not None else None
+        self.budget_s = 1.5 if quick else 3.0
 
     def add(self, workload, size, impl, secs, work=None, unit=None, note=""):
+        if isinstance(secs, str):
+            self.rows.append({"workload": workload, "size": size, "impl": impl, "error": secs})
+            print(f"{workload:<22} {size:>12} {impl:<16} failed: {secs}", flush=True)
+            return
         med, mn = secs
         row = {"workload": workload, "size": size, "impl": impl, "median_us": med * 1e6, "min_us": mn * 1e6, "note": note}
         if work is not None:
@@ -102,10 +127,46 @@ class Bench:
         rate = f"{row['rate']:.1f} {unit}" if work is not None else ""
         print(f"{workload:<22} {size:>12} {impl:<16} {med * 1e6:>12.1f} us  {rate}", flush=True)
 
+    def compare(self, workload, size, cases, work=None, unit=None, reps=11, notes=None):
+        """Times every implementation in `cases` ({impl: (fn, sync)}) interleaved; adds the rows."""
+        cases = {k: v for k, v in cases.items() if v is not None}
+        results = measure_interleaved(cases, reps=reps, budget_s=self.budget_s)
+        for impl in cases:
+            self.add(workload, size, impl, results[impl], work, unit, (notes or {}).get(impl, ""))
+
     def sizes(self, lo, hi_cpu, hi_gpu):
         hi = hi_gpu if self.gpu else hi_cpu
         step = 4 if not self.quick else 7
-        return [1 << k for k in range(lo, hi + 1, 2 if not self.quick else step)] + ([1 << hi] if (hi - lo) % 2 else [])
+        return [1 << k for k in range(lo, hi + 1, step)] + ([1 << hi] if (hi - lo) % step else [])
+
+    def free(self):
+        self.ex.empty_cache()
+        if self.gpu and torch is not None:
+            torch.cuda.empty_cache()
+        if self.gpu and cupy is not None:
+            cupy.get_default_memory_pool().free_all_blocks()
+
+    # ---- the ceiling: plain copies ----
+    def ceiling(self):
+        """Device memory copy bandwidth (read + write), the ceiling of memory-bound kernels."""
+        n = 1 << (28 if self.gpu else 24)
+        x = np.random.default_rng(9).standard_normal(n, dtype=np.float32)
+        cases = {}
+        if self.gpu:
+            if torch is not None:
+                tx, ty = torch.from_numpy(x).cuda(), torch.empty(n, device="cuda")
+                cases["torch"] = (lambda: ty.copy_(tx), self.tsync)
+            if cupy is not None:
+                cx, cy = cupy.asarray(x), cupy.empty(n, dtype=cupy.float32)
+                cases["cupy"] = (lambda: cy.__setitem__(slice(None), cx), self.csync)
+        else:
+            y = np.empty_like(x)
+            cases["numpy"] = (lambda: np.copyto(y, x), lambda: None)
+            if torch is not None:
+                tx, ty = torch.from_numpy(x), torch.empty(n)
+                cases["torch"] = (lambda: ty.copy_(tx), self.tsync)
+        self.compare("copy (ceiling)", n, cases, 8 * n, "GB/s")
+        self.free()
 
     # ---- element-wise and reductions ----
     def elementwise(self):
@@ -115,16 +176,16 @@ class Bench:
             y = rng.standard_normal(n, dtype=np.float32)
             hx = hg.asarray(x, device=self.device).realize()
             hy = hg.asarray(y, device=self.device).realize()
-            tx = ty = None
+            tx = ty = cx = cy = None
             if torch is not None:
                 tx, ty = torch.from_numpy(x).to(self.tdev), torch.from_numpy(y).to(self.tdev)
-            cx = cy = None
             if self.gpu and cupy is not None:
                 cx, cy = cupy.asarray(x), cupy.asarray(y)
-            sizes_b = {"add": 12 * n, "sigmoid": 8 * n, "relu(a+b)*b": 12 * n, "sum": 4 * n}
+            bytes_moved = {"add": 12 * n, "sigmoid": 8 * n, "relu(a+b)*b": 12 * n, "sum": 4 * n}
             cases = {
                 "add": (lambda: (hx + hy).realize(), lambda: x + y, lambda: tx + ty, lambda: cx + cy),
-                "sigmoid": (lambda: hx.sigmoid().realize(), lambda: 1 / (1 + np.exp(-x)), lambda: torch.sigmoid(tx), lambda: 1 / (1 + cupy.exp(-cx))),
+                "sigmoid": (lambda: hx.sigmoid().realize(), lambda: 1 / (1 + np.exp(-x)), lambda: torch.sigmoid(tx),
+                            lambda: 1 / (1 + cupy.exp(-cx))),
                 "relu(a+b)*b": (lambda: ((hx + hy).relu() * hy).realize(), lambda: np.maximum(x + y, 0) * y,
                                 lambda: torch.relu(tx + ty) * ty, lambda: cupy.maximum(cx + cy, 0) * cy),
                 "sum": (lambda: hx.sum().realize(), lambda: x.sum(), lambda: tx.sum(), lambda: cx.sum()),
@@ -134,20 +195,19 @@ class Bench:
                 compiled["relu(a+b)*b"] = torch.compile(lambda a, b: torch.relu(a + b) * b)
                 compiled["add"] = torch.compile(lambda a, b: a + b)
             for name, (h, npf, tf, cf) in cases.items():
-                self.add(name, n, "hologram", measure(h, self.hsync), sizes_b[name], "GB/s")
+                impls = {"hologram": (h, self.hsync)}
                 if not self.gpu:
-                    self.add(name, n, "numpy", measure(npf), sizes_b[name], "GB/s")
+                    impls["numpy"] = (npf, lambda: None)
                 if torch is not None:
-                    self.add(name, n, "torch", measure(tf, self.tsync), sizes_b[name], "GB/s")
+                    impls["torch"] = (tf, self.tsync)
                     if name in compiled:
                         c = compiled[name]
-                        self.add(name, n, "torch.compile", measure(lambda: c(tx, ty), self.tsync), sizes_b[name], "GB/s")
+                        impls["torch.compile"] = (lambda: c(tx, ty), self.tsync)
                 if cx is not None:
-                    self.add(name, n, "cupy", measure(cf, cupy.cuda.Device().synchronize), sizes_b[name], "GB/s")
+                    impls["cupy"] = (cf, self.csync)
+                self.compare(name, n, impls, bytes_moved[name], "GB/s")
             del hx, hy, tx, ty, cx, cy
-            self.ex.empty_cache()
-            if self.gpu and torch is not None:
-                torch.cuda.empty_cache()
+            self.free()
 
     def softmax(self):
         rng = np.random.default_rng(1)
@@ -155,16 +215,19 @@ class Bench:
             rows = n // 1024
             x = rng.standard_normal((rows, 1024), dtype=np.float32)
             hx = hg.asarray(x, device=self.device).realize()
-            self.add("softmax rows", n, "hologram", measure(lambda: hx.softmax(-1).realize(), self.hsync), 8 * n, "GB/s")
+            impls = {"hologram": (lambda: hx.softmax(-1).realize(), self.hsync)}
             if not self.gpu:
                 def np_softmax():
                     e = np.exp(x - x.max(-1, keepdims=True))
                     return e / e.sum(-1, keepdims=True)
-                self.add("softmax rows", n, "numpy", measure(np_softmax), 8 * n, "GB/s")
+                impls["numpy"] = (np_softmax, lambda: None)
+            tx = None
             if torch is not None:
                 tx = torch.from_numpy(x).to(self.tdev)
-                self.add("softmax rows", n, "torch", measure(lambda: torch.softmax(tx, -1), self.tsync), 8 * n, "GB/s")
-            del hx
+                impls["torch"] = (lambda: torch.softmax(tx, -1), self.tsync)
+            self.compare("softmax rows", n, impls, 8 * n, "GB/s")
+            del hx, tx
+            self.free()
 
     def matmul(self):
         sizes = [1024, 4096] if self.gpu else [256, 1024]
@@ -179,74 +242,95 @@ class Bench:
                 ha = hg.asarray(a, device=self.device).astype(storage).realize()
                 hb = hg.asarray(b, device=self.device).astype(storage).realize()
                 tf32 = dt == "tf32"
-                self.add(f"matmul {dt}", n, "hologram", measure(lambda: hg.matmul(ha, hb, tf32=tf32).realize(), self.hsync), flops, "TFLOP/s")
+                impls = {"hologram": (lambda: hg.matmul(ha, hb, tf32=tf32).realize(), self.hsync)}
                 if torch is not None:
-                    tdt = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dt]
+                    tdt = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
+                           "bfloat16": torch.bfloat16}[dt]
                     ta, tb = torch.from_numpy(a).to(self.tdev, tdt), torch.from_numpy(b).to(self.tdev, tdt)
                     if self.gpu:
-                        torch.backends.cuda.matmul.allow_tf32 = tf32
-                    self.add(f"matmul {dt}", n, "torch", measure(lambda: ta @ tb, self.tsync), flops, "TFLOP/s")
-                    if self.gpu:
-                        torch.backends.cuda.matmul.allow_tf32 = False
+                        # Set inside the timed call: the interleaved cases must not see each other's mode.
+                        def torch_mm(ta=ta, tb=tb, tf32=tf32):
+                            torch.backends.cuda.matmul.allow_tf32 = tf32
+                            return ta @ tb
+                        impls["torch"] = (torch_mm, self.tsync)
+                    else:
+                        impls["torch"] = (lambda ta=ta, tb=tb: ta @ tb, self.tsync)
                 if not self.gpu and dt == "float32":
-                    self.add(f"matmul {dt}", n, "numpy", measure(lambda: a @ b), flops, "TFLOP/s")
+                    impls["numpy"] = (lambda: a @ b, lambda: None)
                 if self.gpu and cupy is not None and dt in ("float32", "float16"):
                     ca, cb = cupy.asarray(a.astype(dt)), cupy.asarray(b.astype(dt))
-                    self.add(f"matmul {dt}", n, "cupy", measure(lambda: ca @ cb, cupy.cuda.Device().synchronize), flops, "TFLOP/s")
+                    impls["cupy"] = (lambda ca=ca, cb=cb: ca @ cb, self.csync)
+                self.compare(f"matmul {dt}", n, impls, flops, "GFLOP/s")
+                if self.gpu and torch is not None:
+                    torch.backends.cuda.matmul.allow_tf32 = False
+            self.free()
 
     def latency(self):
         """A tiny kernel from launch to completion (one element)."""
         hx = hg.asarray(np.ones(1, dtype=np.float32), device=self.device).realize()
-        self.add("tiny kernel latency", 1, "hologram", measure(lambda: (hx + 1).realize(), self.hsync, reps=101))
+        impls = {"hologram": (lambda: (hx + 1).realize(), self.hsync)}
         if torch is not None:
             tx = torch.ones(1, device=self.tdev)
-            self.add("tiny kernel latency", 1, "torch", measure(lambda: tx + 1, self.tsync, reps=101))
+            impls["torch"] = (lambda: tx + 1, self.tsync)
         if not self.gpu:
             x = np.ones(1, dtype=np.float32)
-            self.add("tiny kernel latency", 1, "numpy", measure(lambda: x + 1, reps=101))
+            impls["numpy"] = (lambda: x + 1, lambda: None)
         if self.gpu and cupy is not None:
             cx = cupy.ones(1, dtype=cupy.float32)
-            self.add("tiny kernel latency", 1, "cupy", measure(lambda: cx + 1, cupy.cuda.Device().synchronize, reps=101))
+            impls["cupy"] = (lambda: cx + 1, self.csync)
+        self.compare("tiny kernel latency", 1, impls, reps=201)
 
     def python_overhead(self):
         """The seed API's tiny call: hg.ops.vector_add on 16 elements vs NumPy and torch."""
         ex = self.ex
         a, b, c = (ex.allocate(16) for _ in range(3))
-        self.add("ops.vector_add(16)", 16, "hologram", measure(lambda: hg.ops.vector_add(ex, a, b, c), self.hsync, reps=201))
         x = np.ones(16, dtype=np.float32)
         out = np.empty_like(x)
-        self.add("ops.vector_add(16)", 16, "numpy", measure(lambda: np.add(x, x, out=out), reps=201))
+        impls = {"hologram": (lambda: hg.ops.vector_add(ex, a, b, c), self.hsync),
+                 "numpy": (lambda: np.add(x, x, out=out), lambda: None)}
         if torch is not None:
-            t = torch.ones(16)
-            o = torch.empty(16)
-            self.add("ops.vector_add(16)", 16, "torch", measure(lambda: torch.add(t, t, out=o), reps=201))
+            t, o = torch.ones(16), torch.empty(16)
+            impls["torch"] = (lambda: torch.add(t, t, out=o), lambda: None)
+        self.compare("ops.vector_add(16)", 16, impls, reps=201)
 
     def transfers(self):
-        """Host<->device bandwidth through Buffer.from_numpy / to_numpy; zero-copy vs JSON."""
+        """Host<->device bandwidth through Buffer.from_numpy / to_numpy, against a JSON round trip
+        (CPU) or torch's .cuda() / .cpu() (GPU)."""
         for n in [1 << 10, 100_000, 10_000_000] if not self.gpu else [1 << 20, 1 << 26]:
             x = np.random.default_rng(3).standard_normal(n, dtype=np.float32)
             buf = self.ex.allocate(n)
-            self.add("host->device", n, "hologram", measure(lambda: buf.from_numpy(x), self.hsync), 4 * n, "GB/s")
-            host_copy = self.device == "cpu"
-            if host_copy:
-                self.add("device->host", n, "hologram (view)", measure(lambda: buf.to_numpy()), 4 * n, "GB/s", "zero-copy view")
-            self.add("device->host", n, "hologram (copy)", measure(lambda: np.array(buf.to_numpy(), copy=True), self.hsync), 4 * n, "GB/s")
-            self.add("host->device", n, "numpy copy", measure(lambda: x.copy()), 4 * n, "GB/s")
-            if not self.gpu and n <= 10_000_000:
+            h2d = {"hologram": (lambda: buf.from_numpy(x), self.hsync),
+                   "numpy copy": (lambda: x.copy(), lambda: None)}
+            d2h = {"hologram (copy)": (lambda: np.array(buf.to_numpy(), copy=True), self.hsync)}
+            notes = {}
+            if not self.gpu:
+                d2h["hologram (view)"] = (lambda: buf.to_numpy(), lambda: None)
+                notes["hologram (view)"] = "zero-copy view"
                 def json_round_trip():
                     return np.asarray(json.loads(json.dumps(x.tolist())), dtype=np.float32)
-                self.add("host->device", n, "JSON round trip", measure(json_round_trip, reps=3 if n > 100_000 else 11), 4 * n, "GB/s")
+                if n <= 100_000:
+                    h2d["JSON round trip"] = (json_round_trip, lambda: None)
+                else:
+                    # Seconds per call: timed alone, three times.
+                    self.add("host->device", n, "JSON round trip", measure(json_round_trip, reps=3, warmup=0), 4 * n, "GB/s")
             if self.gpu and torch is not None:
                 t = torch.from_numpy(x)
-                self.add("host->device", n, "torch .cuda()", measure(lambda: t.cuda(), self.tsync), 4 * n, "GB/s")
+                tc = t.cuda()
+                h2d["torch .cuda()"] = (lambda: t.cuda(), self.tsync)
+                d2h["torch .cpu()"] = (lambda: tc.cpu(), self.tsync)
+            self.compare("host->device", n, h2d, 4 * n, "GB/s")
+            self.compare("device->host", n, d2h, 4 * n, "GB/s", notes=notes)
+            del buf
+            self.free()
 
     def compile_time(self):
-        """First compile of a new kernel (cold disk cache) against a warm in-memory cache."""
-        text = ".kernel k{}\n.param .buf.f32 y .rw\n.param .u32 n\n    setp.ge.u32 %p, %gid, n;\n@%p exit;\n    ld.f32 %v, y[%gid];\n    mul.f32 %v, %v, {}.5;\n    st.f32 y[%gid], %v;\n"
+        """First compile of a new kernel (a program text never seen before) against a warm cache."""
+        text = (".kernel k{}\n.param .buf.f32 y .rw\n.param .u32 n\n    setp.ge.u32 %p, %gid, n;\n@%p exit;\n"
+                "    ld.f32 %v, y[%gid];\n    mul.f32 %v, %v, {}.5;\n    st.f32 y[%gid], %v;\n")
         y = self.ex.allocate(1024)
         cold = []
         for i in range(5):
-            p = hg.asm(text.format(int(time.time() * 1e6) % 10 ** 9 + i, i + 2))
+            p = hg.asm(text.format(int(time.time() * 1e6) % 10 ** 9 + i, time.time_ns() % 10 ** 6 + i))
             t = now()
             self.ex.run(p, grid=4, block=256, args={"y": y, "n": 1024})
             self.ex.synchronize()
@@ -254,7 +338,8 @@ class Bench:
         self.add("first run (compile)", 1024, "hologram", (statistics.median(cold), min(cold)))
         warm = hg.asm(text.format(0, 3))
         self.ex.run(warm, grid=4, block=256, args={"y": y, "n": 1024})
-        self.add("warm run (cached)", 1024, "hologram", measure(lambda: self.ex.run(warm, grid=4, block=256, args={"y": y, "n": 1024}), self.hsync, reps=51))
+        self.add("warm run (cached)", 1024, "hologram",
+                 measure(lambda: self.ex.run(warm, grid=4, block=256, args={"y": y, "n": 1024}), self.hsync, reps=51))
 
     def mlp_step(self):
         """One training step of a 512-256-10 MLP (forward, loss, backward, SGD)."""
@@ -263,6 +348,7 @@ class Bench:
         import hologram_torch as hgt
 
         batch = 4096 if self.gpu else 1024
+        impls = {}
         for impl in ("hologram_torch", "torch"):
             torch.manual_seed(0)
             nn = hgt.nn if impl == "hologram_torch" else torch.nn
@@ -272,13 +358,13 @@ class Bench:
             x = torch.randn(batch, 512, device=self.tdev)
             t = torch.randint(0, 10, (batch,), device=self.tdev)
 
-            def step():
+            def step(opt=opt, model=model, loss_fn=loss_fn, x=x, t=t):
                 opt.zero_grad(set_to_none=True)
                 loss_fn(model(x), t).backward()
                 opt.step()
 
-            sync = (lambda: torch.cuda.synchronize()) if self.gpu else (lambda: None)
-            self.add(f"MLP train step {batch}x512-256-10", batch, impl, measure(step, sync, warmup=3, reps=21))
+            impls[impl] = (step, self.tsync)
+        self.compare(f"MLP train step {batch}x512-256-10", batch, impls, reps=21)
 
 
 def main(argv=None):
@@ -291,7 +377,7 @@ def main(argv=None):
     if torch is not None and a.device == "cpu":
         torch.set_num_threads(os.cpu_count() or 1)
     b = Bench(a.device, a.quick)
-    groups = ["elementwise", "softmax", "matmul", "latency", "python_overhead", "transfers", "compile_time", "mlp_step"]
+    groups = ["ceiling", "elementwise", "softmax", "matmul", "latency", "python_overhead", "transfers", "compile_time", "mlp_step"]
     if a.only:
         groups = [g for g in groups if g in a.only.split(",")]
     t0 = now()

@@ -11,6 +11,8 @@ use super::memops::ArrayView;
 
 /// Elements per chunk: registers of a chunk stay in L1/L2.
 const CHUNK: usize = 4096;
+/// Launches smaller than this run on the calling thread.
+pub(crate) const PARALLEL_MIN: usize = 1 << 16;
 
 /// What the CPU backend kept from recognizing a map.
 pub(crate) struct NativeMap {
@@ -204,17 +206,14 @@ impl NativeMap {
     ) -> bool {
         let failed = std::sync::atomic::AtomicBool::new(false);
         let fast = self.in_place_is_safe(k, globals, sizes, n);
-        let chunks = n.div_ceil(CHUNK);
+        // Small launches get a register file as wide as the launch, not a full chunk.
+        let width = CHUNK.min(n.max(1));
+        let chunks = n.div_ceil(width);
         let make_state = || {
-            let mut file = vec![0u64; k.num_slots * CHUNK];
+            let mut file = vec![0u64; k.num_slots * width];
             for (i, &(slot, ty, _)) in k.consts.iter().enumerate() {
-                let region = &mut file[slot as usize * CHUNK..(slot as usize + 1) * CHUNK];
-                let bytes: &mut [u8] = bytemuck::cast_slice_mut(region);
-                let size = ty.size_bytes();
-                let bits = const_bits[i].to_le_bytes();
-                for c in bytes.chunks_exact_mut(size).take(CHUNK) {
-                    c.copy_from_slice(&bits[..size]);
-                }
+                let region = &mut file[slot as usize * width..(slot as usize + 1) * width];
+                fill_splat(region, const_bits[i], ty.size_bytes());
             }
             file
         };
@@ -222,17 +221,17 @@ impl NativeMap {
             if failed.load(std::sync::atomic::Ordering::Relaxed) {
                 return;
             }
-            let start = c * CHUNK;
-            let len = CHUNK.min(n - start);
+            let start = c * width;
+            let len = width.min(n - start);
             let base = file.as_mut_ptr();
-            // SAFETY: every slot owns CHUNK u64 words of the file.
+            // SAFETY: every slot owns width u64 words of the file.
             let mut ptrs: Vec<*mut u8> = (0..k.num_slots)
-                .map(|s| unsafe { base.add(s * CHUNK) as *mut u8 })
+                .map(|s| unsafe { base.add(s * width) as *mut u8 })
                 .collect();
             if let Some(g) = self.gid_slot {
                 let p = ptrs[g as usize] as *mut u32;
                 for l in 0..len {
-                    // SAFETY: the gid slot holds CHUNK u32 values.
+                    // SAFETY: the gid slot holds width u32 values.
                     unsafe { *p.add(l) = (start + l) as u32 };
                 }
             }
@@ -299,7 +298,7 @@ impl NativeMap {
                     }
                     // In fast mode, zero-copy loads and direct stores need no copy.
                     XOp::Load { d, array, size, .. } if !(fast && self.zero_copy_load[i]) => {
-                        // SAFETY: the buffer holds n elements; the slot holds CHUNK.
+                        // SAFETY: the buffer holds n elements; the slot holds width.
                         unsafe {
                             std::ptr::copy_nonoverlapping(
                                 globals[*array as usize].base.add(start * size),
@@ -325,10 +324,15 @@ impl NativeMap {
             }
         };
         // A few contiguous runs of chunks per thread: each run sets up its registers once.
-        let tasks = chunks.min(rayon::current_num_threads() * 4).max(1);
+        // Below PARALLEL_MIN elements, waking the pool costs more than the work.
+        let tasks = if n < PARALLEL_MIN {
+            1
+        } else {
+            chunks.min(rayon::current_num_threads() * 4).max(1)
+        };
         let run_task = |t: usize| {
             let mut file = make_state();
-            let mut idx = vec![0i64; CHUNK];
+            let mut idx = vec![0i64; width];
             for c in (t * chunks / tasks)..((t + 1) * chunks / tasks) {
                 run_chunk(&mut file, &mut idx, c);
             }
@@ -340,6 +344,18 @@ impl NativeMap {
             (0..tasks).into_par_iter().for_each(|t| ptr_safe.call(t));
         }
         !failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Fills the first `region.len()` elements of `size` bytes with the low bytes of `bits`
+/// (a constant's value splatted across its register slot).
+fn fill_splat(region: &mut [u64], bits: u64, size: usize) {
+    let width = region.len();
+    match size {
+        8 => region.fill(bits),
+        4 => bytemuck::cast_slice_mut::<u64, u32>(region)[..width].fill(bits as u32),
+        2 => bytemuck::cast_slice_mut::<u64, u16>(region)[..width].fill(bits as u16),
+        _ => bytemuck::cast_slice_mut::<u64, u8>(region)[..width].fill(bits as u8),
     }
 }
 

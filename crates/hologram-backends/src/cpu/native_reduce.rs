@@ -211,62 +211,67 @@ where
     let xixp = xix.map(|v| Ptr(v.base));
     let oixp = outix.map(|v| Ptr(v.base));
     let w = BLOCK as usize;
-    (0..blocks).into_par_iter().for_each(move |b| {
-        let (xp, op, xixp, oixp) = (xp, op, xixp, oixp);
-        let (row, chunk) = (b / chunks, b % chunks);
-        let start = chunk * clen;
-        let stop = (start + clen).min(rlen);
-        let rowbase = row * rlen + off;
-        let mut acc: Vec<A> = vec![init(c, acc_ty); w];
-        let mut best: Vec<u32> = vec![0; w];
-        let xs = xp.0 as *const S;
-        let mut pos = start;
-        while pos < stop {
-            let lanes = (stop - pos).min(w);
-            for t in 0..lanes {
-                let idx = rowbase + pos + t;
-                // SAFETY: idx < off + rows * rlen <= x.len (checked).
-                let v: A = widen(unsafe { *xs.add(idx) });
-                if arg {
-                    if better(c, v, acc[t]) {
+    // Each task reduces at least PARALLEL_MIN elements: waking the pool for less costs more.
+    let min_blocks = (super::native::PARALLEL_MIN / w).max(1);
+    (0..blocks)
+        .into_par_iter()
+        .with_min_len(min_blocks)
+        .for_each(move |b| {
+            let (xp, op, xixp, oixp) = (xp, op, xixp, oixp);
+            let (row, chunk) = (b / chunks, b % chunks);
+            let start = chunk * clen;
+            let stop = (start + clen).min(rlen);
+            let rowbase = row * rlen + off;
+            let mut acc: Vec<A> = vec![init(c, acc_ty); w];
+            let mut best: Vec<u32> = vec![0; w];
+            let xs = xp.0 as *const S;
+            let mut pos = start;
+            while pos < stop {
+                let lanes = (stop - pos).min(w);
+                for t in 0..lanes {
+                    let idx = rowbase + pos + t;
+                    // SAFETY: idx < off + rows * rlen <= x.len (checked).
+                    let v: A = widen(unsafe { *xs.add(idx) });
+                    if arg {
+                        if better(c, v, acc[t]) {
+                            acc[t] = v;
+                            // SAFETY: as above for xix.
+                            best[t] = match xixp {
+                                Some(q) => unsafe { *(q.0 as *const u32).add(idx) },
+                                None => (idx - rowbase) as u32,
+                            };
+                        }
+                    } else {
+                        acc[t] = fold(c, acc[t], v);
+                    }
+                }
+                pos += w;
+            }
+            let mut s = w / 2;
+            while s > 0 {
+                for t in 0..s {
+                    if arg {
+                        let (v, ix) = arg_tree(c, (acc[t], best[t]), (acc[t + s], best[t + s]));
                         acc[t] = v;
-                        // SAFETY: as above for xix.
-                        best[t] = match xixp {
-                            Some(q) => unsafe { *(q.0 as *const u32).add(idx) },
-                            None => (idx - rowbase) as u32,
-                        };
+                        best[t] = ix;
+                    } else {
+                        acc[t] = fold(c, acc[t], acc[t + s]);
+                    }
+                }
+                s /= 2;
+            }
+            // SAFETY: b < blocks <= out.len (and outix.len).
+            unsafe {
+                if arg {
+                    *(op.0 as *mut A).add(b) = acc[0];
+                    if let Some(q) = oixp {
+                        *(q.0 as *mut u32).add(b) = best[0];
                     }
                 } else {
-                    acc[t] = fold(c, acc[t], v);
+                    *(op.0 as *mut O).add(b) = widen::<A, O>(acc[0]);
                 }
             }
-            pos += w;
-        }
-        let mut s = w / 2;
-        while s > 0 {
-            for t in 0..s {
-                if arg {
-                    let (v, ix) = arg_tree(c, (acc[t], best[t]), (acc[t + s], best[t + s]));
-                    acc[t] = v;
-                    best[t] = ix;
-                } else {
-                    acc[t] = fold(c, acc[t], acc[t + s]);
-                }
-            }
-            s /= 2;
-        }
-        // SAFETY: b < blocks <= out.len (and outix.len).
-        unsafe {
-            if arg {
-                *(op.0 as *mut A).add(b) = acc[0];
-                if let Some(q) = oixp {
-                    *(q.0 as *mut u32).add(b) = best[0];
-                }
-            } else {
-                *(op.0 as *mut O).add(b) = widen::<A, O>(acc[0]);
-            }
-        }
-    });
+        });
     Some(())
 }
 
