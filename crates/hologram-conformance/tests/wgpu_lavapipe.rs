@@ -165,3 +165,35 @@ fn pipelines_are_cached_and_out_of_bounds_is_an_error() {
     b.copy_out(&y, 5, &mut three).expect("unaligned copy out");
     assert_eq!(three, [1, 2, 3]);
 }
+
+#[test]
+fn a_lane_that_exits_before_a_barrier_stays_ended() {
+    use hologram_backends::{BufferArg, KernelArg, LaunchConfig};
+    use std::sync::Arc;
+    let Some(b) = open() else { return };
+    // `exit` and the barrier share a basic block; odd lanes (by data) must not run past it.
+    let k = Arc::new(
+        hologram_isa::assemble(
+            ".kernel k\n.param .buf.u32 flags\n.param .buf.u32 out .rw\n.shared .u32 tile[64]\n    mov.u32 %t, %tid.x;\n    ld.u32 %f, flags[%t];\n    setp.eq.u32 %p, %f, 1;\n@%p exit;\n    st.u32 tile[%t], %t;\n    barrier;\n    st.u32 out[%t], 7;\n",
+        )
+        .expect("assemble"),
+    );
+    let c = b.compile(&k).expect("compile");
+    let flags: Vec<u8> = (0..64u32).flat_map(|i| (i % 2).to_le_bytes()).collect();
+    let f = b.allocate(4 * 64).expect("allocate");
+    b.copy_in(&f, 0, &flags).expect("copy");
+    let out = b.allocate(4 * 64).expect("allocate");
+    b.copy_in(&out, 0, &[0u8; 256]).expect("copy");
+    let args = [
+        KernelArg::Buffer(BufferArg::whole(f)),
+        KernelArg::Buffer(BufferArg::whole(out.clone())),
+    ];
+    b.launch(&c, &LaunchConfig::linear(1, 64), &args)
+        .expect("launch");
+    let mut got = vec![0u8; 256];
+    b.copy_out(&out, 0, &mut got).expect("copy out");
+    for i in 0..64 {
+        let v = u32::from_le_bytes([got[4 * i], got[4 * i + 1], got[4 * i + 2], got[4 * i + 3]]);
+        assert_eq!(v, if i % 2 == 0 { 7 } else { 0 }, "lane {i}");
+    }
+}

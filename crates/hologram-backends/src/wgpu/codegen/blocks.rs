@@ -159,7 +159,8 @@ impl Gen<'_> {
                 self.branch(inst, next, |g| {
                     g.goto_parked(next);
                     g.line(&format!("hg_bar = {pc}u;"));
-                    g.line("hg_state = 1u;");
+                    // A lane that ended earlier in this block (exit, fault) stays ended.
+                    g.line("if (hg_state == 0u) { hg_state = 1u; }");
                 });
             }
             Op::Barrier => {}
