@@ -40,6 +40,10 @@ HOLOGRAM_CPU_SIMD=portable cargo test -p hologram-conformance --test cpu
 step "wgpu backend: the conformance suite through the CLI on lavapipe (software Vulkan, allowed explicitly)"
 HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 cargo run --quiet --release -p hologram-cli -- conformance --backend vulkan
 
+step "wgpu backend without 64-bit shader features (the code paths of Metal and most mobile GPUs)"
+HOLOGRAM_WGPU_CORE_ONLY=1 HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 cargo run --quiet --release -p hologram-cli -- conformance --backend vulkan
+HOLOGRAM_WGPU_CORE_ONLY=1 cargo test -p hologram-conformance --test wgpu_accuracy
+
 step "macOS: cargo check --target aarch64-apple-darwin of hologram-backends with the wgpu feature"
 MACOS_CHECK="passed"
 if rustup target list --installed 2>/dev/null | grep -qx aarch64-apple-darwin || rustup target add aarch64-apple-darwin; then

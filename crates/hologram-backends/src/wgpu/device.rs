@@ -22,7 +22,13 @@ pub(crate) struct Gpu {
 }
 
 /// The 64-bit features we use when the adapter has them.
+/// With `HOLOGRAM_WGPU_CORE_ONLY=1` none are used: the code generator then takes the paths of
+/// adapters without 64-bit support (Metal, many mobile GPUs), which lets them be tested on any
+/// adapter.
 fn wanted_features(available: ::wgpu::Features) -> ::wgpu::Features {
+    if std::env::var("HOLOGRAM_WGPU_CORE_ONLY").as_deref() == Ok("1") {
+        return ::wgpu::Features::empty();
+    }
     let want = ::wgpu::Features::SHADER_INT64
         | ::wgpu::Features::SHADER_F64
         | ::wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS;

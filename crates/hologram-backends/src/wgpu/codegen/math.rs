@@ -77,8 +77,8 @@ pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str, float64: bo
 ///
 /// Vulkan lets drivers implement `fma` as a multiply and an add (lavapipe does), so `fma` is
 /// emulated exactly: f32 through f64 (an exact product, an exact sum error, and round-to-odd
-/// before the final rounding); f64 with Boldo and Melquiond's error-free algorithm. Without
-/// f64 support, f32 `fma` is WGSL's `fma` (fused on Metal and NVIDIA).
+/// before the final rounding); f64, and f32 on adapters without f64, with Boldo and Melquiond's
+/// error-free algorithm.
 pub(crate) fn float_ternary(
     op: TernaryOp,
     ty: Type,
@@ -94,7 +94,7 @@ pub(crate) fn float_ternary(
         TernaryOp::Mad => format!("(hg_mul_rounded({a}, {b}) + {c})"),
         TernaryOp::Fma if ty == Type::F64 => format!("hg_fma64({a}, {b}, {c})"),
         TernaryOp::Fma if float64 => format!("hg_fma32({a}, {b}, {c})"),
-        TernaryOp::Fma => format!("fma({a}, {b}, {c})"),
+        TernaryOp::Fma => format!("hg_fma32s({a}, {b}, {c})"),
     };
     normalize(ty, &e)
 }
@@ -397,55 +397,119 @@ fn hg_cos_poly(x: f32) -> f32 {
 "#,
     },
     Helper {
+        name: "hg_f32dd",
+        deps: &[],
+        text: r#"// Error-free transformations on f32 (each step shielded from compiler folds by hg_o).
+fn hg_o(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ hg_zero); }
+// a + b = s + e exactly (Knuth).
+fn hg_two_sum(a: f32, b: f32) -> vec2<f32> {
+    let s = hg_o(a + b);
+    let bb = hg_o(s - a);
+    return vec2<f32>(s, hg_o(a - hg_o(s - bb)) + hg_o(b - bb));
+}
+// a * b = p + e exactly (Dekker, Veltkamp split with 2^12 + 1), barring over/underflow.
+fn hg_two_prod(a: f32, b: f32) -> vec2<f32> {
+    let p = hg_o(a * b);
+    let ta = hg_o(4097.0 * a);
+    let ah = hg_o(ta - hg_o(ta - a));
+    let al = hg_o(a - ah);
+    let tb = hg_o(4097.0 * b);
+    let bh = hg_o(tb - hg_o(tb - b));
+    let bl = hg_o(b - bh);
+    let e = hg_o(hg_o(hg_o(hg_o(ah * bh) - p) + hg_o(ah * bl)) + hg_o(al * bh)) + hg_o(al * bl);
+    return vec2<f32>(p, e);
+}
+"#,
+    },
+    Helper {
+        name: "hg_fma32s",
+        deps: &["hg_f32dd"],
+        text: r#"// fma on f32 without f64, exact (Boldo and Melquiond): RN(th + RO(tl + ul)) with
+// a*b = uh + ul and c + uh = th + tl exactly. Operands far from 1 (where error terms could
+// underflow or the split overflow), zeros, infinities and NaN use plain operations.
+fn hg_fma32s(a: f32, b: f32, c: f32) -> f32 {
+    let ea = i32((bitcast<u32>(a) >> 23u) & 0xffu);
+    let eb = i32((bitcast<u32>(b) >> 23u) & 0xffu);
+    let ec = i32((bitcast<u32>(c) >> 23u) & 0xffu);
+    if (ea == 0 || eb == 0 || ec == 0 || ea > 230 || eb > 230 || ec > 250 || ea + eb < 127 + 60) {
+        if (a == 0.0 || b == 0.0 || c == 0.0 || ea == 0xff || eb == 0xff || ec == 0xff) {
+            return hg_o(a * b) + c;
+        }
+        return fma(a, b, c);
+    }
+    let u = hg_two_prod(a, b);
+    let t = hg_two_sum(c, u.x);
+    let v = hg_two_sum(t.y, u.y);
+    var vo = v.x;
+    let vb = bitcast<u32>(v.x);
+    if (v.y != 0.0 && (vb & 1u) == 0u && v.x != 0.0) {
+        vo = bitcast<f32>(select(vb - 1u, vb + 1u, (v.y > 0.0) == (v.x > 0.0)));
+    }
+    return t.x + vo;
+}
+"#,
+    },
+    Helper {
         name: "hg_pow",
-        deps: &["hg_exp2", "hg_log", "hg_isnan", "hg_nan"],
-        text: r#"// x^y with the C99 special cases; the general case is exp2(y * log2|x|) with log2|x| in two
-// parts to limit error amplification.
+        deps: &["hg_pow_special", "hg_log_dd", "hg_f32dd", "hg_scalbn"],
+        text: r#"// x^y without f64: ln|x| as a double-f32 (about 2^-29 absolute error), y * ln|x| exactly
+// as a double-f32, then e^t = 2^k e^r with a small r.
 fn hg_pow(x: f32, y: f32) -> f32 {
-    let ay = abs(y);
-    if (y == 0.0) { return 1.0; }
-    if (x == 1.0) { return 1.0; }
-    if (hg_isnan(x) || hg_isnan(y)) { return x + y; }
-    let yint = trunc(y) == y;
-    let yodd = yint && ay < 16777216.0 && fract(ay * 0.5) != 0.0;
-    let ax = abs(x);
-    let inf = bitcast<f32>(0x7f800000u ^ hg_zero);
-    if (ay == inf) {
-        if (ax == 1.0) { return 1.0; }
-        if ((ax > 1.0) == (y > 0.0)) { return inf; }
-        return 0.0;
+    let sp = hg_pow_special(x, y);
+    if (sp.y != 0.0) { return sp.x; }
+    let l = hg_log_dd(abs(x));
+    let p = hg_two_prod(y, l.x);
+    let t = hg_two_sum(p.x, p.y + y * l.y);
+    var r: f32;
+    if (t.x > 89.0) {
+        r = bitcast<f32>(0x7f800000u ^ hg_zero);
+    } else if (t.x < -104.0) {
+        r = 0.0;
+    } else {
+        let k = round(t.x * 1.4426950216);
+        let d = (hg_o(t.x - k * 6.9314575195e-01) - k * 1.4286067653e-06) + t.y;
+        r = hg_scalbn(hg_exp_small(d), i32(k));
     }
-    if (x == 0.0) {
-        if (y < 0.0) { return select(inf, select(inf, -inf, bitcast<u32>(x) != 0u), yodd); }
-        return select(0.0, x, yodd);
-    }
-    if (ax == inf) {
-        let r = select(0.0, inf, y > 0.0);
-        if (x < 0.0 && yodd) { return -r; }
-        return r;
-    }
-    if (x < 0.0 && !yint) { return hg_nan(); }
-    // log2|x| = l * log2(e), with l = ln|x| split into a 12-bit head and a tail.
-    let l = hg_log(ax);
-    let lh = bitcast<f32>(bitcast<u32>(l) & 0xfffff000u);
-    let lt = l - lh;
-    let yh = bitcast<f32>(bitcast<u32>(y) & 0xfffff000u);
-    let yt = y - yh;
-    // y * l as hi + lo (hi exact: 12-bit x 12-bit products).
-    let hi = yh * lh;
-    let lo = yt * lh + y * lt;
-    let t = hi + lo;
-    let k = round(t * 1.4426950216);
-    // e^(t) = 2^k * e^(t - k ln2), with k ln2 in two parts.
-    let r = (hi - k * 6.9314575195e-01) + lo - k * 1.4286067653e-06;
-    var res = hg_exp2(k) * hg_exp_small(r);
-    if (x < 0.0 && yodd) { res = -res; }
-    return res;
+    if (x < 0.0 && sp.z != 0.0) { r = -r; }
+    return r;
 }
 fn hg_exp_small(x: f32) -> f32 {
     let xx = x * x;
     let c = x - xx * (1.6666625440e-1 + xx * -2.7667332906e-3);
     return 1.0 + (x * c / (2.0 - c) + x);
+}
+"#,
+    },
+    Helper {
+        name: "hg_log_dd",
+        deps: &["hg_f32dd"],
+        text: r#"// ln x as hi + lo for positive finite x (the e_logf.c reduction, with the large terms summed
+// exactly).
+fn hg_log_dd(x0: f32) -> vec2<f32> {
+    var x = x0;
+    var ix = bitcast<u32>(x);
+    var k = 0;
+    if (ix < 0x00800000u) {
+        k = -25;
+        x = x * 33554432.0;
+        ix = bitcast<u32>(x);
+    }
+    ix = ix + (0x3f800000u - 0x3f3504f3u);
+    k = k + i32(ix >> 23u) - 0x7f;
+    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
+    let f = bitcast<f32>(ix) - 1.0;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let w = z * z;
+    let r = z * (0.66666662693 + w * 0.28498786688) + w * (0.40000972152 + w * 0.24279078841);
+    let ff = hg_two_prod(f, f);
+    let hh = 0.5 * ff.x;
+    let dk = f32(k);
+    let d = s * (hh + r) + dk * 9.0580006145e-06;
+    let a = hg_two_sum(dk * 6.9313812256e-01, f);
+    let b = hg_two_sum(a.x, -hh);
+    let lo = a.y + b.y - 0.5 * ff.y + d;
+    return hg_two_sum(b.x, lo);
 }
 "#,
     },
