@@ -67,6 +67,9 @@ enum Command {
         #[arg(long, default_value = "cpu")]
         reference: String,
     },
+    /// Benchmarks of tensor workloads (element-wise, reductions, softmax, matmul, latency,
+    /// compile time, transfers) as a table and, with --json, the rows of bench/run.py.
+    Bench(commands::bench::BenchArgs),
     /// GPU benchmarks (vector add bandwidth, launch latency, sgemm, bounds-check cost).
     BenchCuda(commands::bench_cuda::BenchArgs),
 }
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
             backend,
             reference,
         } => commands::cross_check::run(dir, &reference, &backend),
+        Command::Bench(args) => commands::bench::run(&args),
         Command::BenchCuda(args) => commands::bench_cuda::run(&args),
     };
     match result {

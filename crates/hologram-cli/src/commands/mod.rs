@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod asm;
+pub mod bench;
 pub mod bench_cuda;
 pub mod conformance;
 pub mod cross_check;
