@@ -45,14 +45,25 @@ fn kernels() -> Vec<(String, Kernel)> {
     out
 }
 
-fn variants() -> [CodegenOptions; 2] {
-    [
+/// The options each kernel is generated with: checked and unchecked, and for element-wise maps
+/// their vectorized forms too.
+fn variants(k: &hologram_isa::Kernel) -> Vec<CodegenOptions> {
+    let mut v = vec![
         CodegenOptions::default(),
         CodegenOptions {
             bounds_checks: false,
             launch_bounds: Some(1024),
+            vector_map: false,
         },
-    ]
+    ];
+    if hologram_backends::cuda::codegen::map::vectorizable(k).is_some() {
+        v.extend([true, false].map(|bounds_checks| CodegenOptions {
+            bounds_checks,
+            launch_bounds: None,
+            vector_map: true,
+        }));
+    }
+    v
 }
 
 #[test]
@@ -61,7 +72,7 @@ fn every_conformance_program_generates() {
     let all = kernels();
     assert!(all.len() >= 72 + 4, "found only {} kernels", all.len());
     for (name, k) in &all {
-        for opts in variants() {
+        for opts in variants(k) {
             let code = generate(k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(code.contains("hologram_kernel"));
             if let Some(dir) = &dump {
@@ -93,7 +104,7 @@ fn every_generated_program_compiles_with_nvrtc() {
     let jobs: Vec<(String, String)> = kernels()
         .into_iter()
         .flat_map(|(name, k)| {
-            variants().into_iter().map(move |opts| {
+            variants(&k).into_iter().map(move |opts| {
                 let code = generate(&k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
                 (format!("{name} ({})", opts.tag()), code)
             })

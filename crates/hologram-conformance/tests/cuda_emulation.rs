@@ -59,7 +59,7 @@ fn c_type(ty: Type) -> String {
 
 /// A host program that reads a launch from argv[1], runs it, and writes buffers and the
 /// out-of-bounds record to argv[2].
-fn host_program(kernel: &Kernel, code: &str) -> String {
+fn host_program(kernel: &Kernel, code: &str, vector_map: bool) -> String {
     let mut args = Vec::new();
     for (i, p) in kernel.params.iter().enumerate() {
         match p.kind {
@@ -71,6 +71,10 @@ fn host_program(kernel: &Kernel, code: &str) -> String {
         }
     }
     args.push("&flag, rec, 0u".into());
+    if vector_map {
+        // The vectorized map's last argument: the lanes of the launch it stands for.
+        args.push("(hg_u64)total".into());
+    }
     let threaded = kernel.facts.uses_barrier || !kernel.shared.is_empty();
     format!(
         r#"#include "shim.h"
@@ -83,7 +87,8 @@ int main(int argc, char** argv) {{
   FILE* in = std::fopen(argv[1], "rb");
   if (!in) return 3;
   unsigned int g[3], b[3];
-  if (std::fread(g, 4, 3, in) != 3 || std::fread(b, 4, 3, in) != 3) return 4;
+  unsigned long long total = 0;
+  if (std::fread(g, 4, 3, in) != 3 || std::fread(b, 4, 3, in) != 3 || std::fread(&total, 8, 1, in) != 1) return 4;
   const int np = {np};
   std::vector<std::vector<unsigned char>> bufs(np + 1);
   std::vector<unsigned long long> vals(np + 1, 0);
@@ -130,6 +135,8 @@ int main(int argc, char** argv) {{
 struct EmuKernel {
     kernel: Arc<Kernel>,
     exe: PathBuf,
+    /// The vectorized form, for element-wise maps (launched as the CUDA backend launches it).
+    map_exe: Option<PathBuf>,
 }
 
 /// Runs generated CUDA C on the host.
@@ -140,9 +147,13 @@ struct Emulator {
 }
 
 impl Emulator {
-    fn build(&self, kernel: &Kernel) -> Result<PathBuf> {
-        let code = codegen::generate(kernel, &CodegenOptions::default())?;
-        let program = host_program(kernel, &code);
+    fn build(&self, kernel: &Kernel, vector_map: bool) -> Result<PathBuf> {
+        let opts = CodegenOptions {
+            vector_map,
+            ..CodegenOptions::default()
+        };
+        let code = codegen::generate(kernel, &opts)?;
+        let program = host_program(kernel, &code, vector_map);
         let key = format!("{}", hologram_compiler_free_hash(&program));
         if let Some(p) = self.built.lock().unwrap().get(&key) {
             return Ok(p.clone());
@@ -173,6 +184,10 @@ impl Emulator {
             .downcast_ref::<CpuMemory>()
             .ok_or_else(|| BackendError::ForeignBuffer("not host memory".into()))
     }
+}
+
+fn canonical(kernel: &Kernel) -> Kernel {
+    hologram_compiler::canonicalize(kernel).0
 }
 
 /// A content hash for file names (FNV-1a; collisions only cost a rebuild of the same name).
@@ -228,12 +243,21 @@ impl Backend for Emulator {
         self.copy_in(dst, d_o, &tmp)
     }
     fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
-        let exe = self.build(kernel)?;
+        let exe = self.build(kernel, false)?;
+        // The Executor compiles canonical forms, where maps are recognized: the vectorized form
+        // is built from the canonical kernel (same parameters, same meaning).
+        let canonical = canonical(kernel);
+        let map_exe = if codegen::map::vectorizable(&canonical).is_some() {
+            Some(self.build(&canonical, true)?)
+        } else {
+            None
+        };
         Ok(CompiledKernel::new(
             kernel.clone(),
             Arc::new(EmuKernel {
                 kernel: kernel.clone(),
                 exe,
+                map_exe,
             }),
         ))
     }
@@ -252,10 +276,16 @@ impl Backend for Emulator {
             *l += 1;
             *l
         };
+        // Maps run in their vectorized shape, as on a GPU.
+        let (exe, grid, block, total) = match (&k.map_exe, codegen::map::geometry(config)) {
+            (Some(exe), Some((grid, block, total))) => (exe, grid, block, total),
+            _ => (&k.exe, config.grid, config.block, 0),
+        };
         let mut input = Vec::new();
-        for v in config.grid.iter().chain(&config.block) {
+        for v in grid.iter().chain(&block) {
             input.extend_from_slice(&v.to_le_bytes());
         }
+        input.extend_from_slice(&total.to_le_bytes());
         let mut buffers = Vec::new();
         for arg in args {
             match arg {
@@ -276,7 +306,7 @@ impl Backend for Emulator {
         let inp = self.dir.join(format!("launch{n}.in"));
         let outp = self.dir.join(format!("launch{n}.out"));
         std::fs::write(&inp, &input).map_err(|e| BackendError::Device(e.to_string()))?;
-        let status = Command::new(&k.exe)
+        let status = Command::new(exe)
             .arg(&inp)
             .arg(&outp)
             .status()
@@ -338,8 +368,14 @@ fn conformance_suite_passes_on_emulated_cuda_code() {
                     *n - 1
                 };
                 let Some(k) = kernels.get(i) else { break };
-                if let Err(e) = emu.build(k) {
+                if let Err(e) = emu.build(k, false) {
                     panic!("{}: {e}", k.name);
+                }
+                let c = canonical(k);
+                if codegen::map::vectorizable(&c).is_some() {
+                    if let Err(e) = emu.build(&c, true) {
+                        panic!("{} (vectorized map): {e}", k.name);
+                    }
                 }
             })
         })
@@ -347,6 +383,11 @@ fn conformance_suite_passes_on_emulated_cuda_code() {
     for w in workers {
         w.join().expect("build worker");
     }
+    let maps = kernels
+        .iter()
+        .filter(|k| codegen::map::vectorizable(&canonical(k)).is_some())
+        .count();
+    println!("{maps} programs are element-wise maps and run in the vectorized form");
     let report = suite.run(emu.as_ref());
     println!("{}", report.summary());
     let cross = hologram_conformance::cross_check(

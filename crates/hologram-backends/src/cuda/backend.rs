@@ -35,6 +35,8 @@ struct CudaKernel {
     digest: Digest,
     checked: Arc<Module>,
     variants: Mutex<HashMap<CodegenOptions, Arc<Module>>>,
+    /// An element-wise map compiled in its vectorized form (four lanes per thread).
+    vector_map: bool,
 }
 
 /// The CUDA backend: one device, one stream, a kernel cache in memory and on disk, and cuBLAS
@@ -119,7 +121,7 @@ impl CudaBackend {
     }
 
     fn variant(&self, k: &CudaKernel, opts: CodegenOptions) -> Result<Arc<Module>> {
-        if opts == CodegenOptions::default() {
+        if opts == k.default_options() {
             return Ok(k.checked.clone());
         }
         if let Some(m) = lock(&k.variants).get(&opts) {
@@ -150,6 +152,16 @@ impl CudaBackend {
             *s = Some(Staging::new(&self.dev)?);
         }
         Ok(s)
+    }
+}
+
+impl CudaKernel {
+    /// The options of the module compiled up front (`checked`).
+    fn default_options(&self) -> CodegenOptions {
+        CodegenOptions {
+            vector_map: self.vector_map,
+            ..CodegenOptions::default()
+        }
     }
 }
 
@@ -276,7 +288,15 @@ impl Backend for CudaBackend {
             tracing::debug_span!("compile", backend = "cuda", kernel = %kernel.name).entered();
         self.dev.bind()?;
         let digest = hologram_compiler::digest(kernel);
-        let checked = self.module(kernel, &digest, CodegenOptions::default())?;
+        let vector_map = codegen::map::vectorizable(kernel).is_some();
+        if vector_map {
+            tracing::debug!(kernel = %kernel.name, "element-wise map: vectorized form");
+        }
+        let opts = CodegenOptions {
+            vector_map,
+            ..CodegenOptions::default()
+        };
+        let checked = self.module(kernel, &digest, opts)?;
         let id = {
             let mut ks = lock(&self.kernels);
             ks.push(kernel.clone());
@@ -288,6 +308,7 @@ impl Backend for CudaBackend {
             digest,
             checked,
             variants: Mutex::new(HashMap::new()),
+            vector_map,
         };
         Ok(CompiledKernel::new(kernel.clone(), Arc::new(k)))
     }
@@ -309,12 +330,31 @@ impl Backend for CudaBackend {
             return Ok(());
         }
         self.dev.bind()?;
+        // A vectorized map runs in its own shape, four lanes per thread (see codegen::map).
+        let map_shape = if k.vector_map {
+            codegen::map::geometry(config)
+        } else {
+            None
+        };
         let mut opts = CodegenOptions {
             bounds_checks: config.bounds_checks,
             launch_bounds: None,
+            vector_map: map_shape.is_some(),
         };
         let mut module = self.variant(k, opts)?;
-        let lanes = config.block_lanes();
+        let shape = match map_shape {
+            Some((grid, block, total)) => launch::Shape {
+                grid,
+                block,
+                total: Some(total),
+            },
+            None => launch::Shape {
+                grid: config.grid,
+                block: config.block,
+                total: None,
+            },
+        };
+        let lanes: u64 = shape.block.iter().map(|&b| b as u64).product();
         if lanes > module.max_threads as u64 {
             // Too many registers for this block size: recompile with a register budget for it.
             opts.launch_bounds = Some(1024);
@@ -333,7 +373,7 @@ impl Backend for CudaBackend {
             &self.dev,
             module.function,
             &k.kernel,
-            config,
+            &shape,
             args,
             &self.record,
             k.id,

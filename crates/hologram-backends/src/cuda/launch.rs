@@ -116,19 +116,27 @@ pub(crate) fn check_geometry(kernel: &Kernel, config: &LaunchConfig) -> Result<(
     }
 }
 
+/// The shape a kernel is launched in: the caller's, or a vectorized map's (which also takes the
+/// caller's lane count, `total`, as its last argument).
+pub(crate) struct Shape {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub total: Option<u64>,
+}
+
 /// Launches `function` with `args` (already checked against `kernel`) on the stream.
 pub(crate) fn launch(
     dev: &Device,
     function: sys::CUfunction,
     kernel: &Kernel,
-    config: &LaunchConfig,
+    shape: &Shape,
     args: &[KernelArg],
     rec: &ErrorRecord,
     kernel_id: u32,
 ) -> Result<()> {
     // One u64 per entry parameter; the driver reads each parameter's size from its slot
     // (little-endian, so narrower scalars sit in the low bytes).
-    let mut vals: Vec<u64> = Vec::with_capacity(2 * args.len() + 3);
+    let mut vals: Vec<u64> = Vec::with_capacity(2 * args.len() + 4);
     for (param, arg) in kernel.params.iter().zip(args) {
         match arg {
             KernelArg::Buffer(b) => {
@@ -147,12 +155,15 @@ pub(crate) fn launch(
     vals.push(rec.flag.address());
     vals.push(rec.device_rec);
     vals.push(kernel_id as u64);
+    if let Some(total) = shape.total {
+        vals.push(total);
+    }
     let mut ptrs: Vec<*mut c_void> = vals
         .iter_mut()
         .map(|v| v as *mut u64 as *mut c_void)
         .collect();
-    let [gx, gy, gz] = config.grid;
-    let [bx, by, bz] = config.block;
+    let [gx, gy, gz] = shape.grid;
+    let [bx, by, bz] = shape.block;
     // SAFETY: the parameter list matches the generated entry's signature (see codegen's ABI);
     // buffers were checked to lie inside live allocations; `vals` outlives the call.
     unsafe {

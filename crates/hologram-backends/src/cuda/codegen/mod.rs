@@ -27,6 +27,7 @@
 mod compute;
 mod control;
 mod ctype;
+pub mod map;
 mod memory;
 pub mod prelude;
 
@@ -54,6 +55,9 @@ pub struct CodegenOptions {
     /// Declare `__launch_bounds__(n)`, so the compiler keeps register use low enough for blocks
     /// of `n` lanes.
     pub launch_bounds: Option<u32>,
+    /// Generate the vectorized form of an element-wise map (see [`map`]): four lanes per CUDA
+    /// thread, launched with [`map::geometry`] and the original lane count as a last argument.
+    pub vector_map: bool,
 }
 
 impl Default for CodegenOptions {
@@ -61,6 +65,7 @@ impl Default for CodegenOptions {
         CodegenOptions {
             bounds_checks: true,
             launch_bounds: None,
+            vector_map: false,
         }
     }
 }
@@ -76,6 +81,9 @@ impl CodegenOptions {
         if let Some(n) = self.launch_bounds {
             let _ = write!(t, ";lb{n}");
         }
+        if self.vector_map {
+            let _ = write!(t, ";vmap{}", map::LANES_PER_THREAD);
+        }
         t
     }
 }
@@ -86,6 +94,14 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
         kernel: kernel.name.clone(),
         log: format!("the CUDA code generator has no translation of {what}"),
     };
+    if opts.vector_map {
+        let pattern = map::vectorizable(kernel).ok_or_else(|| BackendError::Compile {
+            kernel: kernel.name.clone(),
+            log: "the vectorized map form was asked for a kernel that is not an element-wise map"
+                .into(),
+        })?;
+        return map::generate(kernel, &pattern, opts);
+    }
     let mut out = String::with_capacity(prelude::PRELUDE.len() + 256 * kernel.insts.len());
     out.push_str(prelude::PRELUDE);
     let _ = writeln!(out, "\n// kernel {}", kernel.name);
@@ -93,33 +109,9 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
         .launch_bounds
         .map(|n| format!("__launch_bounds__({n}) "))
         .unwrap_or_default();
-    let _ = write!(out, "extern \"C\" __global__ void {bounds}{ENTRY}(");
-    let mut arrays = Vec::new();
-    for (i, p) in kernel.params.iter().enumerate() {
-        match p.kind {
-            ParamKind::Buffer { elem, .. } => {
-                let _ = write!(out, "{}* p{i}, hg_u64 n{i}, ", ctype(elem));
-                arrays.push(ArrayC {
-                    base: format!("p{i}"),
-                    len: ArrayLen::Dynamic(format!("n{i}")),
-                });
-            }
-            ParamKind::Scalar(ty) => {
-                let t = if ty == hologram_isa::Type::Pred {
-                    "hg_u8"
-                } else {
-                    ctype(ty)
-                };
-                let _ = write!(out, "{t} p{i}, ", t = t);
-                // Scalar parameters take an array slot too, so array ids index `arrays`.
-                arrays.push(ArrayC {
-                    base: String::new(),
-                    len: ArrayLen::Static(0),
-                });
-            }
-        }
-    }
-    out.push_str("hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid) {\n");
+    let (params, mut arrays) = parameters(kernel);
+    let _ = write!(out, "extern \"C\" __global__ void {bounds}{ENTRY}({params}");
+    out.push_str(") {\n");
     let _ = writeln!(out, "  // parameters: {}", param_summary(kernel));
 
     // Where the lane is.
@@ -229,6 +221,39 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
     Ok(out)
 }
 
+/// The entry's parameter list (the kernel's parameters, then the error record's; see the
+/// module's ABI) and how generated code reaches each buffer parameter (array ids index it).
+pub(crate) fn parameters(kernel: &Kernel) -> (String, Vec<ArrayC>) {
+    let mut out = String::new();
+    let mut arrays = Vec::new();
+    for (i, p) in kernel.params.iter().enumerate() {
+        match p.kind {
+            ParamKind::Buffer { elem, .. } => {
+                let _ = write!(out, "{}* p{i}, hg_u64 n{i}, ", ctype(elem));
+                arrays.push(ArrayC {
+                    base: format!("p{i}"),
+                    len: ArrayLen::Dynamic(format!("n{i}")),
+                });
+            }
+            ParamKind::Scalar(ty) => {
+                let t = if ty == hologram_isa::Type::Pred {
+                    "hg_u8"
+                } else {
+                    ctype(ty)
+                };
+                let _ = write!(out, "{t} p{i}, ");
+                // Scalar parameters take an array slot too, so array ids index `arrays`.
+                arrays.push(ArrayC {
+                    base: String::new(),
+                    len: ArrayLen::Static(0),
+                });
+            }
+        }
+    }
+    out.push_str("hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid");
+    (out, arrays)
+}
+
 /// The launch error an out-of-bounds record describes (`rec` as the prelude's `hg_oob` writes it:
 /// `{1, kernel id, array, index, length}`), or `None` when `rec[0]` is 0 (no error).
 pub fn oob_error(kernel: &Kernel, rec: &[u64; 5]) -> Option<BackendError> {
@@ -297,6 +322,7 @@ mod tests {
             CodegenOptions {
                 bounds_checks: false,
                 launch_bounds: Some(1024),
+                vector_map: false,
             },
         );
         assert!(!unchecked.contains("hg_x >= n1"));
