@@ -41,7 +41,11 @@ class Executor:
         return self._e.info()
 
     def stats(self) -> dict:
-        """Allocator, kernel-cache and launch counters."""
+        """Counters: the allocator (``allocations``, ``cache_hits``, ``bytes_in_use``, ...), the
+        kernel cache (``kernels_compiled``, ``kernel_cache_hits``), the backend's compiler and
+        disk cache (``backend_compiles``, ``disk_cache_hits``, ``disk_cache_writes``,
+        ``code_bytes``), the launch paths (``library_launches`` for recognized patterns and
+        vendor libraries, ``generic_launches``) and ``launches``."""
         return self._e.stats()
 
     def synchronize(self) -> None:

@@ -31,6 +31,46 @@ impl fmt::Display for BackendKind {
     }
 }
 
+/// What a backend's compiler, kernel cache and launch paths have done so far.
+///
+/// "Library" launches ran a kernel chosen for a recognized pattern or a vendor library (native
+/// loops and the GEMM crate on the CPU, vectorized maps and cuBLAS on CUDA); "generic" launches
+/// ran the kernel's own translation (the interpreter on the CPU). The CUDA backend's compile and
+/// cache counters are per process (its disk cache is shared by all backends of a process).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendStats {
+    /// Kernels compiled to device code (NVRTC runs, WGSL pipelines created, CPU lowerings).
+    pub compiles: u64,
+    /// Compiled kernels found in the backend's in-memory cache.
+    pub memory_hits: u64,
+    /// Compiled kernels loaded from the on-disk cache (no compile).
+    pub disk_hits: u64,
+    /// Compiled kernels written to the on-disk cache.
+    pub disk_writes: u64,
+    /// Bytes of device code produced or loaded (CUBIN images, WGSL text, CPU lowered programs).
+    pub code_bytes: u64,
+    /// Launches and GEMMs run by library kernels.
+    pub library_launches: u64,
+    /// Launches run by the generic path.
+    pub generic_launches: u64,
+}
+
+impl fmt::Display for BackendStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "compiles={} memory_hits={} disk_hits={} disk_writes={} code_bytes={} library_launches={} generic_launches={}",
+            self.compiles,
+            self.memory_hits,
+            self.disk_hits,
+            self.disk_writes,
+            self.code_bytes,
+            self.library_launches,
+            self.generic_launches
+        )
+    }
+}
+
 /// What a device is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -235,6 +275,12 @@ pub trait Backend: Send + Sync {
     ) -> Result<()>;
     /// Waits for all submitted work.
     fn synchronize(&self) -> Result<()>;
+
+    /// Counters of compiles, cache hits, code bytes and launch paths (see [`BackendStats`]).
+    /// The default, for backends that keep none, is all zeros.
+    fn stats(&self) -> BackendStats {
+        BackendStats::default()
+    }
 
     /// Wraps memory allocated by someone else (zero-copy interop, e.g. DLPack): `address` is a
     /// host pointer on the CPU backend and a device pointer on CUDA; `owner` is kept alive as

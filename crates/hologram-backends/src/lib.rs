@@ -35,7 +35,7 @@ pub mod library;
 pub mod wgpu;
 
 pub use backend::{
-    Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
+    Backend, BackendKind, BackendStats, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
     KernelArg, LaunchConfig, Memory, MemoryOwner,
 };
 pub use cpu::CpuBackend;

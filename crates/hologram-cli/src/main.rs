@@ -25,7 +25,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// List backends and devices, and why each unavailable backend is unavailable.
-    Info,
+    Info {
+        /// Also run a sample workload twice on each available backend and print the kernel
+        /// cache, compiler and launch-path counters of each pass.
+        #[arg(long)]
+        stats: bool,
+    },
     /// Validate .hasm files and print them (with --canonical: their canonical form and digest).
     Asm {
         /// The programs.
@@ -83,7 +88,13 @@ fn main() -> ExitCode {
         .try_init();
     let cli = Cli::parse();
     let result: Result<(), CliError> = match cli.command {
-        Command::Info => commands::info::run(),
+        Command::Info { stats } => commands::info::run().and_then(|()| {
+            if stats {
+                commands::info_stats::run()
+            } else {
+                Ok(())
+            }
+        }),
         Command::Asm { files, canonical } => commands::asm::run(&files, canonical),
         Command::Run(args) => commands::run::run(&args),
         Command::Demo { backend, n } => commands::demo::run(&backend, n),

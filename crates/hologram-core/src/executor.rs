@@ -26,6 +26,49 @@ pub struct KernelCacheStats {
     pub entries: u64,
 }
 
+/// Everything an executor counts: its kernel cache, its backend's compiler and launch paths,
+/// its allocator, and the launches made through it.
+///
+/// ```
+/// let exec = hologram_core::Executor::cpu();
+/// let a = hologram_core::Tensor::from_slice(&exec, &[1.0f32, 2.0, 3.0], &[3])?;
+/// let _ = a.add(&a)?.to_vec::<f32>()?;
+/// let s = exec.stats();
+/// assert_eq!(s.kernels.compiles, 1);
+/// assert_eq!(s.backend.library_launches, 1); // the add ran as a native element-wise loop
+/// # Ok::<(), hologram_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecutorStats {
+    /// The executor's kernel cache (keyed by canonical form).
+    pub kernels: KernelCacheStats,
+    /// The backend's counters: device-code compiles, its own caches, code bytes, launch paths.
+    pub backend: hologram_backends::BackendStats,
+    /// The caching allocator.
+    pub allocator: AllocatorStats,
+    /// Launches made through this executor.
+    pub launches: u64,
+}
+
+impl std::fmt::Display for ExecutorStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = &self.kernels;
+        let a = &self.allocator;
+        writeln!(
+            f,
+            "kernel cache: {} compiled, {} hits, {} held",
+            k.compiles, k.hits, k.entries
+        )?;
+        writeln!(f, "backend: {}", self.backend)?;
+        writeln!(
+            f,
+            "allocator: {} allocations, {} from cache, {} bytes in use, {} reserved (peak {})",
+            a.allocations, a.cache_hits, a.bytes_in_use, a.bytes_reserved, a.peak_reserved
+        )?;
+        write!(f, "launches: {}", self.launches)
+    }
+}
+
 pub(crate) struct Inner {
     pub backend: Arc<dyn Backend>,
     pub backend_type: BackendType,
@@ -33,6 +76,9 @@ pub(crate) struct Inner {
     kernels: Mutex<(HashMap<Digest, CompiledKernel>, KernelCacheStats)>,
     /// Compiled kernels by their generated text, so tensor ops skip re-assembling.
     texts: Mutex<HashMap<String, CompiledKernel>>,
+    /// Compiled kernels by the digest of the kernel as given, so a program compiled before
+    /// skips canonicalization.
+    given: Mutex<HashMap<Digest, CompiledKernel>>,
     launches: std::sync::atomic::AtomicU64,
 }
 
@@ -69,6 +115,7 @@ impl Executor {
                 backend_type,
                 kernels: Mutex::new((HashMap::new(), KernelCacheStats::default())),
                 texts: Mutex::new(HashMap::new()),
+                given: Mutex::new(HashMap::new()),
                 launches: std::sync::atomic::AtomicU64::new(0),
             }),
         }
@@ -141,6 +188,28 @@ impl Executor {
     /// Compiles a kernel in canonical form, or returns the cached compiled form of a kernel with
     /// the same canonical form.
     pub fn compile(&self, kernel: &Kernel) -> Result<CompiledKernel> {
+        let given = hologram_compiler::text_digest(kernel);
+        if let Some(k) = self
+            .inner
+            .given
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&given)
+        {
+            let mut guard = self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner());
+            guard.1.hits += 1;
+            return Ok(k.clone());
+        }
+        let compiled = self.compile_canonical(kernel)?;
+        self.inner
+            .given
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(given, compiled.clone());
+        Ok(compiled)
+    }
+
+    fn compile_canonical(&self, kernel: &Kernel) -> Result<CompiledKernel> {
         let (canonical, _) = hologram_compiler::canonicalize(kernel);
         let key = hologram_compiler::text_digest(&canonical);
         {
@@ -162,14 +231,21 @@ impl Executor {
 
     /// Assembles `.hasm` text and compiles it (the compiled kernel is remembered by its text).
     pub fn assemble(&self, text: &str) -> Result<CompiledKernel> {
-        if let Some(k) = self
+        let known = self
             .inner
             .texts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(text)
-        {
-            return Ok(k.clone());
+            .cloned();
+        if let Some(k) = known {
+            self.inner
+                .kernels
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .1
+                .hits += 1;
+            return Ok(k);
         }
         let compiled = self.compile(&hologram_isa::assemble(text)?)?;
         self.inner
@@ -233,6 +309,16 @@ impl Executor {
     /// Returns cached free blocks to the device.
     pub fn empty_cache(&self) {
         self.inner.allocator.empty_cache()
+    }
+
+    /// All counters: kernel cache, backend, allocator, launches.
+    pub fn stats(&self) -> ExecutorStats {
+        ExecutorStats {
+            kernels: self.kernel_cache_stats(),
+            backend: self.inner.backend.stats(),
+            allocator: self.allocator_stats(),
+            launches: self.launch_count(),
+        }
     }
 
     /// Counters of the kernel cache.

@@ -51,9 +51,9 @@ pub use buffer::Buffer;
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{Error, Result};
-pub use executor::{Executor, KernelCacheStats};
+pub use executor::{Executor, ExecutorStats, KernelCacheStats};
 pub use hologram_backends::{
-    BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
+    BackendKind, BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
 };
 pub use ops::ReduceOp;
 pub use tensor::{BinaryFn, Tensor, UnaryFn};

@@ -90,6 +90,39 @@ fn kernel_cache_compiles_identical_programs_once() {
 }
 
 #[test]
+fn stats_count_compiles_hits_and_launch_paths() {
+    let exec = Executor::cpu();
+    let map = ".kernel twice\n.param .buf.f32 y .rw\n.param .u32 n\n    setp.ge.u32 %p, %gid, n;\n@%p exit;\n    ld.f32 %v, y[%gid];\n    add.f32 %v, %v, %v;\n    st.f32 y[%gid], %v;\n";
+    // Renamed registers: the same canonical form, so a cache hit.
+    let renamed = map.replace("%v", "%value");
+    let generic = ".kernel rev\n.param .buf.f32 y .rw\n.shared .f32 t[64]\n    ld.f32 %v, y[%gid];\n    st.f32 t[%tid.x], %v;\n    barrier;\n    sub.u32 %j, 63, %tid.x;\n    ld.f32 %w, t[%j];\n    st.f32 y[%gid], %w;\n";
+    let y = exec.from_slice(&[1.0f32; 64]).unwrap();
+    let n: hologram_core::KernelArg = hologram_isa::semantics::Value::U32(64).into();
+    for text in [map, renamed.as_str()] {
+        let k = exec.assemble(text).unwrap();
+        exec.launch(&k, &LaunchConfig::linear(1, 64), &[y.arg(), n.clone()])
+            .unwrap();
+    }
+    let k = exec.assemble(generic).unwrap();
+    exec.launch(&k, &LaunchConfig::linear(1, 64), &[y.arg()])
+        .unwrap();
+    assert_eq!(y.to_vec().unwrap(), vec![4.0f32; 64]);
+    let s = exec.stats();
+    assert_eq!((s.kernels.compiles, s.kernels.hits), (2, 1));
+    assert_eq!(s.backend.compiles, 2, "{s}");
+    assert!(s.backend.code_bytes > 0);
+    assert_eq!(
+        (
+            s.backend.library_launches,
+            s.backend.generic_launches,
+            s.launches
+        ),
+        (2, 1, 3),
+        "{s}"
+    );
+}
+
+#[test]
 fn out_of_bounds_store_leaves_every_buffer_intact() {
     let exec = Executor::cpu();
     let kernel = exec

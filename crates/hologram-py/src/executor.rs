@@ -64,7 +64,8 @@ impl PyExecutor {
         Ok(d)
     }
 
-    /// Allocator, kernel-cache and launch counters.
+    /// Allocator, kernel-cache, backend (compiles, disk cache, code bytes, library vs generic
+    /// launches) and launch counters.
     fn stats<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
         let a = self.e.allocator_stats();
         let k = self.e.kernel_cache_stats();
@@ -79,6 +80,14 @@ impl PyExecutor {
         d.set_item("kernels_compiled", k.compiles)?;
         d.set_item("kernel_cache_hits", k.hits)?;
         d.set_item("launches", self.e.launch_count())?;
+        let b = self.e.stats().backend;
+        d.set_item("backend_compiles", b.compiles)?;
+        d.set_item("backend_memory_hits", b.memory_hits)?;
+        d.set_item("disk_cache_hits", b.disk_hits)?;
+        d.set_item("disk_cache_writes", b.disk_writes)?;
+        d.set_item("code_bytes", b.code_bytes)?;
+        d.set_item("library_launches", b.library_launches)?;
+        d.set_item("generic_launches", b.generic_launches)?;
         Ok(d)
     }
 

@@ -99,6 +99,16 @@ pub(crate) struct CpuKernel {
     pub native_reduce: Option<hologram_compiler::patterns::ReducePattern>,
 }
 
+impl CpuKernel {
+    /// Bytes of the lowered program (instructions, constants, slot lists), for cache statistics.
+    pub(crate) fn code_bytes(&self) -> usize {
+        std::mem::size_of_val(self.insts.as_slice())
+            + std::mem::size_of_val(self.specials.as_slice())
+            + std::mem::size_of_val(self.consts.as_slice())
+            + std::mem::size_of_val(self.zero_init.as_slice())
+    }
+}
+
 struct Lowering<'k> {
     kernel: &'k Kernel,
     /// Registers that always hold `%gid` (their only write is an unguarded `mov.u32 %r, %gid`).

@@ -14,7 +14,7 @@ mod memory;
 mod native;
 mod native_reduce;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hologram_isa::{Kernel, ParamKind};
@@ -26,7 +26,8 @@ use self::compile::CpuKernel;
 use self::exec::{BlockState, LaunchCtx};
 use self::memops::ArrayView;
 use crate::backend::{
-    Backend, BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
+    Backend, BackendKind, BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg,
+    LaunchConfig, Memory,
 };
 use crate::error::{BackendError, Result};
 use crate::launch::{check_launch, check_range};
@@ -41,6 +42,20 @@ const BATCH_LANES: usize = 1024;
 pub struct CpuBackend {
     /// Run recognized patterns (element-wise maps) as native loops.
     native_patterns: bool,
+    counters: Counters,
+}
+
+/// The CPU's [`BackendStats`] counters.
+#[derive(Debug, Default)]
+struct Counters {
+    compiles: AtomicU64,
+    code_bytes: AtomicU64,
+    library_launches: AtomicU64,
+    generic_launches: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, by: u64) {
+    c.fetch_add(by, Ordering::Relaxed);
 }
 
 impl Default for CpuBackend {
@@ -54,6 +69,7 @@ impl CpuBackend {
     pub fn new() -> Self {
         CpuBackend {
             native_patterns: true,
+            counters: Counters::default(),
         }
     }
 
@@ -62,6 +78,7 @@ impl CpuBackend {
     pub fn interpreter_only() -> Self {
         CpuBackend {
             native_patterns: false,
+            counters: Counters::default(),
         }
     }
 
@@ -162,6 +179,8 @@ impl Backend for CpuBackend {
                 tracing::debug!(kernel = %kernel.name, "recognized a reduction: native loop");
             }
         }
+        bump(&self.counters.compiles, 1);
+        bump(&self.counters.code_bytes, lowered.code_bytes() as u64);
         Ok(CompiledKernel::new(kernel.clone(), Arc::new(lowered)))
     }
 
@@ -227,6 +246,7 @@ impl Backend for CpuBackend {
                 if native.can_run(&globals, &sizes, n)
                     && native.run(k, &globals, &const_bits, &sizes, n)
                 {
+                    bump(&self.counters.library_launches, 1);
                     return Ok(());
                 }
             }
@@ -237,9 +257,11 @@ impl Backend for CpuBackend {
                 scalars: &scalars,
             };
             if native_reduce::run(pattern, &args, config).is_some() {
+                bump(&self.counters.library_launches, 1);
                 return Ok(());
             }
         }
+        bump(&self.counters.generic_launches, 1);
         let ctx = LaunchCtx {
             k,
             grid: config.grid,
@@ -287,6 +309,17 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn stats(&self) -> BackendStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        BackendStats {
+            compiles: get(&self.counters.compiles),
+            code_bytes: get(&self.counters.code_bytes),
+            library_launches: get(&self.counters.library_launches),
+            generic_launches: get(&self.counters.generic_launches),
+            ..BackendStats::default()
+        }
+    }
+
     fn import_memory(
         &self,
         address: u64,
@@ -309,6 +342,7 @@ impl Backend for CpuBackend {
         let _span =
             tracing::debug_span!("gemm", backend = "cpu", m = desc.m, n = desc.n, k = desc.k)
                 .entered();
+        bump(&self.counters.library_launches, 1);
         gemm::gemm(desc, a, b, c)
     }
 }

@@ -15,7 +15,7 @@ use super::launch::{self, ErrorRecord};
 use super::memory::{CudaMemory, Staging, STAGING_THRESHOLD};
 use super::module::Module;
 use super::nvrtc::{self, Output};
-use super::stats::{self, CudaStats};
+use super::stats::{self, count, CudaStats, Event};
 use crate::backend::{
     Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, KernelArg,
     LaunchConfig, Memory, MemoryOwner,
@@ -377,7 +377,17 @@ impl Backend for CudaBackend {
             args,
             &self.record,
             k.id,
-        )
+        )?;
+        count(if shape.total.is_some() {
+            Event::LibraryLaunch
+        } else {
+            Event::GenericLaunch
+        });
+        Ok(())
+    }
+
+    fn stats(&self) -> crate::BackendStats {
+        stats::backend_stats()
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -409,7 +419,11 @@ impl Backend for CudaBackend {
             let handle =
                 guard.get_or_insert_with(|| Blas::new(&self.dev).map_err(|e| e.to_string()));
             match handle {
-                Ok(blas) => return blas.gemm(desc, a, b, c),
+                Ok(blas) => {
+                    blas.gemm(desc, a, b, c)?;
+                    count(Event::LibraryLaunch);
+                    return Ok(());
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "cuBLAS unusable; GEMM uses the generic kernel")
                 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use hologram_compiler::Digest;
 
 use super::module::Module;
-use super::stats::{count, Event};
+use super::stats::{count, count_code_bytes, Event};
 use crate::error::Result;
 
 /// File header: magic, then the payload length (u64 little-endian), then the CUBIN.
@@ -61,6 +61,7 @@ impl ModuleCache {
             match load(&image) {
                 Ok(m) => {
                     count(Event::DiskHit);
+                    count_code_bytes(image.len());
                     return Ok(self.insert(key, m));
                 }
                 Err(e) => {
@@ -71,6 +72,7 @@ impl ModuleCache {
         let image = build()?;
         count(Event::NvrtcCompile);
         let module = load(&image)?;
+        count_code_bytes(image.len());
         if let Some(p) = &path {
             match write_entry(p, &image) {
                 Ok(()) => count(Event::DiskWrite),

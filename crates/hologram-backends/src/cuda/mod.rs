@@ -17,7 +17,7 @@
 pub mod codegen;
 mod stats;
 
-pub use stats::{stats, CudaStats};
+pub use stats::{backend_stats, stats, CudaStats};
 
 #[cfg(feature = "cuda")]
 mod blas;

@@ -30,6 +30,9 @@ static NVRTC_COMPILES: AtomicU64 = AtomicU64::new(0);
 static MEMORY_HITS: AtomicU64 = AtomicU64::new(0);
 static DISK_HITS: AtomicU64 = AtomicU64::new(0);
 static DISK_WRITES: AtomicU64 = AtomicU64::new(0);
+static CODE_BYTES: AtomicU64 = AtomicU64::new(0);
+static LIBRARY_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+static GENERIC_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 
 /// Which counter to bump.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
@@ -39,6 +42,9 @@ pub(crate) enum Event {
     MemoryHit,
     DiskHit,
     DiskWrite,
+    /// A vectorized map launch or a cuBLAS GEMM.
+    LibraryLaunch,
+    GenericLaunch,
 }
 
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
@@ -48,8 +54,30 @@ pub(crate) fn count(e: Event) {
         Event::MemoryHit => &MEMORY_HITS,
         Event::DiskHit => &DISK_HITS,
         Event::DiskWrite => &DISK_WRITES,
+        Event::LibraryLaunch => &LIBRARY_LAUNCHES,
+        Event::GenericLaunch => &GENERIC_LAUNCHES,
     };
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts `bytes` of CUBIN loaded into a module.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn count_code_bytes(bytes: usize) {
+    CODE_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
+/// This process's counters as the backend-independent [`crate::BackendStats`].
+pub fn backend_stats() -> crate::BackendStats {
+    let s = stats();
+    crate::BackendStats {
+        compiles: s.nvrtc_compiles,
+        memory_hits: s.memory_hits,
+        disk_hits: s.disk_hits,
+        disk_writes: s.disk_writes,
+        code_bytes: CODE_BYTES.load(Ordering::Relaxed),
+        library_launches: LIBRARY_LAUNCHES.load(Ordering::Relaxed),
+        generic_launches: GENERIC_LAUNCHES.load(Ordering::Relaxed),
+    }
 }
 
 /// The counters so far in this process (all zero without the `cuda` feature or a GPU).

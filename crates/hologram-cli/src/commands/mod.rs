@@ -7,6 +7,7 @@ pub mod conformance;
 pub mod cross_check;
 pub mod demo;
 pub mod info;
+pub mod info_stats;
 pub mod run;
 
 use hologram_core::{BackendType, Executor};
