@@ -1,6 +1,6 @@
 //! `WgpuBackend` and its [`Backend`] implementation.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hologram_isa::Kernel;
@@ -30,6 +30,8 @@ pub struct WgpuBackend {
     cache: PipelineCache,
     /// Adapter identity for cache keys: name, backend, driver.
     target: String,
+    /// Launches run.
+    launches: AtomicU64,
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -64,6 +66,7 @@ impl WgpuBackend {
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             cache: PipelineCache::default(),
             target,
+            launches: AtomicU64::new(0),
         })
     }
 
@@ -311,7 +314,19 @@ impl Backend for WgpuBackend {
             let generated = generate(kern, &opts, &self.gpu.info.name)?;
             launch::build_pipeline(&self.gpu, kern, generated)
         })?;
+        self.launches.fetch_add(1, Ordering::Relaxed);
         launch::run(&self.gpu, self.owner, kern, &pipeline, config, args)
+    }
+
+    fn stats(&self) -> crate::backend::BackendStats {
+        let c = self.cache.stats();
+        crate::backend::BackendStats {
+            compiles: c.misses,
+            memory_hits: c.hits,
+            code_bytes: c.code_bytes,
+            generic_launches: self.launches.load(Ordering::Relaxed),
+            ..Default::default()
+        }
     }
 
     fn synchronize(&self) -> Result<()> {

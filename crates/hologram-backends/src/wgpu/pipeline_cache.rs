@@ -27,6 +27,8 @@ pub struct PipelineCacheStats {
     pub misses: u64,
     /// Pipelines held.
     pub entries: usize,
+    /// Bytes of WGSL compiled.
+    pub code_bytes: u64,
 }
 
 /// The cache.
@@ -60,6 +62,7 @@ impl PipelineCache {
             if let Ok(mut s) = self.stats.lock() {
                 s.misses += 1;
                 s.entries = m.len();
+                s.code_bytes += p.generated.wgsl.len() as u64;
             }
         }
         Ok(p)
