@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Prepares a GPU run of the CUDA backend, here (no GPU needed): builds the release CLI with the
-# cuda feature and the CUDA test binaries, strips them into target/gpu-bundle/ (git-ignored, so
-# the device tool carries it explicitly), and prints the one device-tool call that runs
-# scripts/gpu-run.sh on the GPU machine (which has no cargo).
+# Prepares the GPU run, here (no GPU needed): builds the release CLI (CUDA and wgpu), the CUDA
+# test binaries, the op test suite and the Python wheel, strips them into target/gpu-bundle/
+# (git-ignored, so the device tool carries it explicitly), and prints the one device-tool call
+# that runs scripts/gpu-run.sh on the GPU machine (which has no cargo): every GPU test and
+# benchmark in one go, a table last.
 #
 #   bash scripts/gpu-check.sh
 #
-# GPU_CHECK_FEATURES overrides the CLI's features (default: "--no-default-features --features
-# cuda"; use "" for the shipped default set, which adds wgpu).
+# GPU_CHECK_FEATURES overrides the CLI's features (default: "", the shipped set: cuda and wgpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-FEATURES=${GPU_CHECK_FEATURES---no-default-features --features cuda}
+FEATURES=${GPU_CHECK_FEATURES-}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 BUNDLE=target/gpu-bundle
 
@@ -25,6 +25,8 @@ step "CUDA test binaries (release)"
 TESTS_JSON=$(mktemp)
 cargo test --release -p hologram-backends --features cuda --no-run \
     --test cuda_gpu --test cuda_codegen --message-format=json >"$TESTS_JSON"
+cargo test --release -p hologram-core --features cuda --no-run --test ops \
+    --message-format=json >>"$TESTS_JSON"
 TEST_EXES=$(python3 - "$TESTS_JSON" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
@@ -32,7 +34,7 @@ for line in open(sys.argv[1]):
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("cuda_gpu", "cuda_codegen"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("cuda_gpu", "cuda_codegen", "ops"):
         print(m["target"]["name"] + "=" + m["executable"])
 EOF
 )
@@ -49,7 +51,20 @@ for entry in $TEST_EXES; do
     copy_stripped "${entry#*=}" "$BUNDLE/${entry%%=*}"
 done
 chmod +x "$BUNDLE"/*
-ls -l "$BUNDLE"
+
+step "Python wheel (abi3, cuda + wgpu)"
+MATURIN=${MATURIN:-$(command -v .venv/bin/maturin || command -v maturin || true)}
+if [ -n "$MATURIN" ]; then
+    "$MATURIN" build --release --quiet -o "$BUNDLE/wheel"
+    # The GPU needs no debug info in the extension: strip it inside the wheel.
+    python3 scripts/strip_wheel.py "$BUNDLE"/wheel/*.whl
+else
+    echo "no maturin (run bash scripts/test.sh once, or pip install maturin): the Python steps will be skipped"
+fi
+if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+    echo "note: .gl/ has no Vulkan loader .debs (see /work/.library/device/README.md): the Vulkan step will be skipped"
+fi
+ls -lR "$BUNDLE"
 SIZE_KB=$(du -sk "$BUNDLE" | cut -f1)
 echo "bundle size: $((SIZE_KB / 1024)) MiB (the device tool carries at most 64 MiB)"
 if [ "$SIZE_KB" -gt $((60 * 1024)) ]; then
@@ -65,12 +80,17 @@ cat <<'EOF'
 
 ==> Now make ONE device-tool call (it copies the working tree plus the bundle):
 
-    run(command="bash scripts/gpu-run.sh", carry=["target/gpu-bundle"], timeout_s=600)
+    run(command="for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig; bash scripts/gpu-run.sh",
+        carry=[".gl", "target/gpu-bundle"], timeout_s=600)
 
 scripts/gpu-run.sh runs, on the GPU: the conformance suite on CUDA (twice, the second process
-must compile nothing), the CUDA tests (out of bounds, unchecked, async, cuBLAS GEMM, copies, disk
-cache), the NVRTC compile check with the machine's NVRTC, the CPU/CUDA cross-check, the demo and
-the benchmarks against PyTorch, and prints a table last. Its log and the benchmark report come back
-under the files of the call (gpu-run.log, bench-results/cuda.md, bench-results/cuda.json): copy the
-report to bench/results/<gpu>/ and commit it.
+must compile nothing), the benchmarks of the CUDA backend against PyTorch, the CUDA tests (out
+of bounds, unchecked, async, cuBLAS GEMM, copies, disk cache), the CPU/CUDA cross-check, the
+NVRTC compile check with the machine's NVRTC, the demo, the op test suite on CUDA, the cache
+statistics, the conformance suite on wgpu through NVIDIA's Vulkan driver, the Python tests on
+CUDA, and the benchmark suites (bench/run.py against PyTorch, torch.compile and CuPy; hologram
+bench), and prints a table last. What comes back (under the call's files): gpu-run.log,
+bench-results/cuda.md and cuda.json, run-cuda.json, rust-bench-cuda.json. Then, here:
+
+    python bench/report.py <files>/run-cuda.json <files>/rust-bench-cuda.json --out bench/results/<gpu>
 EOF

@@ -120,6 +120,46 @@ record "NVRTC compiles every generated program" "$s" "$(grep -E 'NVRTC [0-9]|sou
 if step demo 60 "$H" demo --backend cuda; then s=ok; else s=FAIL; fi
 record "hologram demo --backend cuda" "$s" "$(tail -1 "$SCRATCH/demo.out")"
 
+# 8. The op test suite (every tensor op against a float64 reference) on CUDA.
+if [ -x "$BUNDLE/ops" ]; then
+    if HOLOGRAM_TEST_BACKENDS=cuda step ops 120 "$BUNDLE/ops" --test-threads=4; then s=ok; else s=FAIL; fi
+    record "op test suite on CUDA" "$s" "$(grep -E '^test result' "$SCRATCH/ops.out" | tr '\n' ' ')"
+fi
+
+# 9. Cache statistics: a sample workload twice per backend.
+if step stats 60 "$H" info --stats; then s=ok; else s=FAIL; fi
+record "hologram info --stats" "$s" "$(grep -A1 '^cuda (' "$SCRATCH/stats.out" | tail -1 | sed 's/^ *//' | cut -c1-150)"
+
+# 10. The wgpu backend through NVIDIA's Vulkan driver (the loader comes from .gl/, unpacked by
+# the device command).
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg-$(id -u)}
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+NV_ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -f "$NV_ICD" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then export VK_DRIVER_FILES=$NV_ICD; fi
+if ldconfig -p | grep -q libvulkan; then
+    if step vulkan 150 "$H" conformance --backend vulkan --dir "$CONF"; then s=ok; else s=FAIL; fi
+    record "conformance on wgpu (Vulkan, NVIDIA)" "$s" "$(grep -E '^[0-9]+ tests:' "$SCRATCH/vulkan.out"; grep -m1 '^conformance on' "$SCRATCH/vulkan.out")"
+else
+    record "conformance on wgpu (Vulkan, NVIDIA)" skipped "no Vulkan loader (carry .gl and unpack it)"
+fi
+
+# 11. The Python SDK and hologram_torch on CUDA (the wheel from the bundle).
+WHEEL=$(ls "$BUNDLE"/wheel/*.whl 2>/dev/null | head -1)
+if [ -n "$WHEEL" ] && python3 -m pip install -q --no-deps --no-compile --target /tmp/hg-site "$WHEEL"; then
+    export PYTHONPATH=/tmp/hg-site:${PYTHONPATH:-}
+    if HOLOGRAM_TEST_BACKENDS=cuda step pytest 200 python3 -m pytest -q -p no:cacheprovider tests/python; then s=ok; else s=FAIL; fi
+    record "Python tests (CPU and CUDA executors)" "$s" "$(tail -1 "$SCRATCH/pytest.out")"
+    # 12. Hologram against PyTorch eager, torch.compile and CuPy, in one process.
+    if PYTHONUNBUFFERED=1 step runpy 200 python3 bench/run.py --device cuda --out "$OUT/run-cuda.json"; then s=ok; else s=FAIL; fi
+    record "bench/run.py --device cuda" "$s" "$(grep -E '^relu\(a\+b\)\*b +268435456' "$SCRATCH/runpy.out" | sed 's/  */ /g' | tr '\n' ';')"
+else
+    record "Python tests and bench/run.py" skipped "no wheel in $BUNDLE/wheel"
+fi
+
+# 13. The Rust benchmark (tensor workloads through hologram-core).
+if step rustbench 150 "$H" bench --backend cuda --json "$OUT/rust-bench-cuda.json"; then s=ok; else s=FAIL; fi
+record "hologram bench --backend cuda" "$s" "$(grep -c . "$SCRATCH/rustbench.out") lines"
+
 printf '\n==> summary after %s s (log: %s)\n' "$SECONDS" "$LOG"
 printf '%-42s %-8s %s\n' STEP STATUS DETAIL
 for s in "${STEPS[@]}"; do

@@ -276,6 +276,20 @@ pub trait Backend: Send + Sync {
     /// Waits for all submitted work.
     fn synchronize(&self) -> Result<()>;
 
+    /// The stream this backend queues work on, as DLPack spells CUDA streams (an integer
+    /// handle); `None` for backends whose work is not on a CUDA stream.
+    fn dlpack_stream(&self) -> Option<u64> {
+        None
+    }
+
+    /// Makes work queued later on the CUDA stream `consumer` (a DLPack stream integer: 1 is the
+    /// legacy default stream, 2 the per-thread one) wait for all work queued on this backend so
+    /// far, without blocking the host. Backends with synchronous or non-CUDA work do nothing.
+    fn order_before(&self, consumer: u64) -> Result<()> {
+        let _ = consumer;
+        Ok(())
+    }
+
     /// Counters of compiles, cache hits, code bytes and launch paths (see [`BackendStats`]).
     /// The default, for backends that keep none, is all zeros.
     fn stats(&self) -> BackendStats {

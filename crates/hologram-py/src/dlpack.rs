@@ -197,7 +197,23 @@ pub fn import(
     cuda: Option<&Executor>,
 ) -> PyRes<Tensor> {
     let cap = if obj.hasattr("__dlpack__")? {
-        obj.call_method0("__dlpack__")?
+        // A CUDA producer orders its queued work before our stream when told which it is.
+        let on_cuda = obj.hasattr("__dlpack_device__")?
+            && obj
+                .call_method0("__dlpack_device__")?
+                .extract::<(i32, i32)>()
+                .is_ok_and(|(t, _)| t == CUDA);
+        match cuda
+            .and_then(|e| e.backend().dlpack_stream())
+            .filter(|_| on_cuda)
+        {
+            Some(stream) => {
+                let kwargs = pyo3::types::PyDict::new(py);
+                kwargs.set_item("stream", stream)?;
+                obj.call_method("__dlpack__", (), Some(&kwargs))?
+            }
+            None => obj.call_method0("__dlpack__")?,
+        }
     } else {
         obj.clone()
     };

@@ -523,8 +523,21 @@ impl PyTensor {
         py: Python<'py>,
         stream: Option<Bound<'py, PyAny>>,
     ) -> PyRes<Bound<'py, PyAny>> {
-        let _ = stream;
-        crate::dlpack::export(py, &self.t)
+        // The consumer reads on `stream`: order it after our queued work (CUDA), so the
+        // exchange is safe without blocking the host. None or -1 asks for no ordering.
+        let consumer = match stream {
+            Some(s) if !s.is_none() => s.extract::<i64>().ok().filter(|&v| v >= 0),
+            _ => None,
+        };
+        let out = crate::dlpack::export(py, &self.t)?;
+        if let Some(c) = consumer {
+            let backend = self.t.executor().backend().clone();
+            if backend.dlpack_stream().is_some() {
+                py.detach(|| backend.order_before(c as u64))
+                    .map_err(|e| crate::errors::to_py(e.into()))?;
+            }
+        }
+        Ok(out)
     }
 
     fn __dlpack_device__(&self) -> (i32, i32) {

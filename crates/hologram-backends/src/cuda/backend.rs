@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::result as drv;
+use cudarc::driver::sys;
 use hologram_compiler::Digest;
 use hologram_isa::Kernel;
 
@@ -388,6 +389,40 @@ impl Backend for CudaBackend {
 
     fn stats(&self) -> crate::BackendStats {
         stats::backend_stats()
+    }
+
+    fn dlpack_stream(&self) -> Option<u64> {
+        Some(self.dev.stream as u64)
+    }
+
+    fn order_before(&self, consumer: u64) -> Result<()> {
+        // DLPack's 0 is ambiguous for CUDA; the driver reads a null stream as the legacy one.
+        let consumer = consumer as sys::CUstream;
+        if consumer == self.dev.stream {
+            return Ok(());
+        }
+        self.dev.bind()?;
+        let event = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(device_error("cuEventCreate"))?;
+        // SAFETY: the event was just created and the streams are live (the consumer's by the
+        // DLPack contract); the wait is queued before the event is destroyed, which the driver
+        // allows (resources are released once the wait is done).
+        let result = unsafe {
+            drv::event::record(event, self.dev.stream)
+                .and_then(|()| {
+                    drv::stream::wait_event(
+                        consumer,
+                        event,
+                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                    )
+                })
+                .map_err(device_error(
+                    "ordering a DLPack consumer's stream after Hologram's",
+                ))
+        };
+        // SAFETY: destroyed once; see above.
+        let _ = unsafe { drv::event::destroy(event) };
+        result
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -177,6 +177,18 @@ fn simplify(op: &Op<u32>, vals: &[Val]) -> Option<Result<usize, Value>> {
     }
 }
 
+/// `v`, or the positive quiet NaN of its type if `v` is a NaN.
+fn canonical_nan(v: Value) -> Value {
+    let quiet = match v {
+        Value::F16(x) if x.is_nan() => 0x7e00,
+        Value::BF16(x) if x.is_nan() => 0x7fc0,
+        Value::F32(x) if x.is_nan() => 0x7fc0_0000,
+        Value::F64(x) if x.is_nan() => 0x7ff8_0000_0000_0000,
+        _ => return v,
+    };
+    Value::from_bits(v.ty(), quiet)
+}
+
 /// Folds the operation when every source is a constant.
 fn fold(op: &Op<u32>, vals: &[Val]) -> Option<Value> {
     let c: Option<Vec<Value>> = vals.iter().map(|&v| Block::const_of(v)).collect();
@@ -185,8 +197,11 @@ fn fold(op: &Op<u32>, vals: &[Val]) -> Option<Value> {
         Op::Mov { .. } => Some(c[0]),
         Op::Cvt { to, .. } => eval::cvt(c[0], *to),
         Op::Unary { op, .. } => eval::unary(*op, c[0]),
-        Op::Binary { op, .. } => eval::binary(*op, c[0], c[1]),
-        Op::Ternary { op, .. } => eval::ternary(*op, c[0], c[1], c[2]),
+        // Which operand's NaN an operation propagates depends on operand order, which this
+        // pass may change; the ISA leaves NaN results unspecified, so folded NaNs are made one
+        // canonical NaN and the canonical form does not depend on the operands' order.
+        Op::Binary { op, .. } => eval::binary(*op, c[0], c[1]).map(canonical_nan),
+        Op::Ternary { op, .. } => eval::ternary(*op, c[0], c[1], c[2]).map(canonical_nan),
         Op::Setp { cmp, .. } => eval::compare(*cmp, c[0], c[1]).map(Value::Pred),
         Op::Selp { .. } => match c[2] {
             Value::Pred(p) => Some(if p { c[0] } else { c[1] }),
@@ -213,9 +228,23 @@ fn expr_key(op: &Op<u32>, vals: &[Val]) -> Option<(String, Vec<Val>)> {
             format!("{}.{ty}", op.name())
         }
         Op::Setp { cmp, ty, .. } => {
-            if matches!(cmp, CmpOp::Eq | CmpOp::Ne) {
-                vals.sort_by_key(|v| format!("{v:?}"));
-            }
+            // `gt a, b` is `lt b, a` (for floats too: both are false with a NaN), so both
+            // spellings share a key, whichever the operand-ordering pass later picks.
+            let cmp = match cmp {
+                CmpOp::Eq | CmpOp::Ne => {
+                    vals.sort_by_key(|v| format!("{v:?}"));
+                    *cmp
+                }
+                CmpOp::Gt | CmpOp::Ge => {
+                    vals.swap(0, 1);
+                    if *cmp == CmpOp::Gt {
+                        CmpOp::Lt
+                    } else {
+                        CmpOp::Le
+                    }
+                }
+                CmpOp::Lt | CmpOp::Le => *cmp,
+            };
             format!("setp.{}.{ty}", cmp.name())
         }
         Op::Selp { ty, .. } => format!("selp.{ty}"),

@@ -1,0 +1,131 @@
+"""The Python SDK and hologram_torch on a CUDA GPU: buffers, zero-copy DLPack with PyTorch and
+CuPy in both directions (stream-ordered, no host synchronization), autograd ops, modules,
+torch.compile and training on CUDA tensors. Skipped without a CUDA device (scripts/gpu-run.sh
+runs them on the GPU machine)."""
+
+import numpy as np
+import pytest
+
+import hologram as hg
+
+pytestmark = pytest.mark.skipif(not hg.is_cuda_available(), reason="no CUDA device")
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def cuda():
+    return hg.executor_for("cuda")
+
+
+def test_buffers_round_trip(cuda, rng):
+    for dtype in (np.float32, np.float64, np.int32, np.uint8, np.float16):
+        x = (rng.standard_normal(100_003) * 50).astype(dtype)
+        b = cuda.allocate(x.size, dtype=dtype)
+        b.from_numpy(x)
+        np.testing.assert_array_equal(b.to_numpy(), x)
+
+
+def test_seed_vector_add_on_cuda(cuda, rng):
+    n = 1 << 20
+    a, b, c = (cuda.allocate(n) for _ in range(3))
+    x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    a.from_numpy(x)
+    b.from_numpy(y)
+    hg.ops.vector_add(cuda, a, b, c)
+    np.testing.assert_array_equal(c.to_numpy(), x + y)
+
+
+def test_torch_cuda_tensors_are_shared_without_copies():
+    t = torch.arange(1 << 20, device="cuda", dtype=torch.float32)
+    h = hg.from_dlpack(t)
+    assert h.device == "cuda"
+    back = torch.from_dlpack(h)
+    assert back.data_ptr() == t.data_ptr(), "one allocation seen by both"
+    out = torch.from_dlpack((h * 2).realize())
+    assert out.device.type == "cuda"
+    assert torch.equal(out, t * 2)
+
+
+def test_exchanges_are_stream_ordered():
+    """Torch's queued work is visible to Hologram and Hologram's to torch, with no explicit
+    synchronize: DLPack's stream argument orders the two streams on the device."""
+    n = 1 << 26
+    for i in range(5):
+        t = torch.empty(n, device="cuda")
+        t.fill_(float(i + 1))  # queued on torch's stream
+        t.mul_(3.0)
+        h = hg.from_dlpack(t)
+        assert h.sum().item() == pytest.approx(3.0 * (i + 1) * n, rel=1e-6)
+        g = (h + 1).realize()  # queued on Hologram's stream
+        assert torch.from_dlpack(g).sum().item() == pytest.approx((3.0 * (i + 1) + 1) * n, rel=1e-6)
+
+
+def test_cupy_interop():
+    cupy = pytest.importorskip("cupy")
+    x = cupy.arange(4096, dtype=cupy.float32)
+    h = hg.from_dlpack(x)
+    y = cupy.from_dlpack((h * h).realize())
+    assert bool(cupy.all(y == x * x))
+
+
+def test_out_of_bounds_raises_on_cuda(cuda):
+    p = hg.asm(".kernel spill\n.param .buf.f32 y .rw\n    add.u32 %j, %gid, 8;\n    st.f32 y[%j], 1.0;\n")
+    y = cuda.allocate(8)
+    y.from_numpy(np.zeros(8, dtype=np.float32))
+    with pytest.raises(hg.OutOfBoundsError):
+        cuda.run(p, grid=1, block=8, args={"y": y})
+        cuda.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), np.zeros(8, dtype=np.float32))
+
+
+def test_functional_ops_and_grads_match_torch_on_cuda():
+    from hologram_torch import functional as F
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 32, device="cuda", requires_grad=True)
+    w = torch.randn(16, 32, device="cuda", requires_grad=True)
+    b = torch.randn(16, device="cuda", requires_grad=True)
+    ours = F.softmax(F.gelu(F.linear(x, w, b)), dim=-1).sum(0).pow(2).sum()
+    ours.backward()
+    g_ours = [p.grad.clone() for p in (x, w, b)]
+    for p in (x, w, b):
+        p.grad = None
+    ref = torch.softmax(torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b)), dim=-1).sum(0).pow(2).sum()
+    ref.backward()
+    assert torch.allclose(ours, ref, rtol=1e-4)
+    for g, p in zip(g_ours, (x, w, b)):
+        assert g.device.type == "cuda"
+        assert torch.allclose(g, p.grad, rtol=1e-3, atol=1e-4)
+
+
+def test_compile_fuses_a_chain_on_cuda():
+    f = torch.compile(lambda a, b: torch.relu(a + b) * b - a, backend="hologram")
+    a, b = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    f(a, b)
+    ex = hg.executor_for("cuda")
+    n0 = ex.stats()["launches"]
+    out = f(a, b)
+    assert ex.stats()["launches"] - n0 == 1, "the chain ran as one kernel"
+    assert out.device.type == "cuda"
+    assert torch.allclose(out, torch.relu(a + b) * b - a)
+
+
+def test_mlp_trains_on_cuda():
+    import hologram_torch as hgt
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(hgt.nn.Linear(32, 64), hgt.nn.ReLU(), hgt.nn.Linear(64, 4)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(512, 32, device="cuda")
+    t = (x[:, :4].argmax(1)).cuda()
+    loss_fn = hgt.nn.CrossEntropyLoss()
+    first = None
+    for _ in range(60):
+        opt.zero_grad()
+        loss = loss_fn(model(x), t)
+        loss.backward()
+        opt.step()
+        first = first if first is not None else loss.item()
+    assert loss.item() < 0.5 * first, (first, loss.item())
+    assert next(model.parameters()).device.type == "cuda"
