@@ -142,9 +142,11 @@ def _to_numpy(t) -> np.ndarray:
     iface = t.host_array_interface()
     if iface is not None:
         return np.asarray(_HostView(t, iface))
-    raw = t.to_bytes()
     dt = numpy_dtype(t.dtype)
     if dt is None:  # bf16 without ml_dtypes: widen to float32
-        bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+        bits = np.frombuffer(t.to_bytes(), dtype=np.uint16).astype(np.uint32) << 16
         return bits.view(np.float32).reshape(tuple(t.shape))
-    return np.frombuffer(raw, dtype=dt).reshape(tuple(t.shape)).copy()
+    # One copy, from the device straight into the new array.
+    out = np.empty(tuple(t.shape), dtype=dt)
+    t.read_into_address(out.ctypes.data, out.nbytes, out)
+    return out

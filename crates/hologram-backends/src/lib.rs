@@ -35,8 +35,8 @@ pub mod library;
 pub mod wgpu;
 
 pub use backend::{
-    Backend, BackendKind, BackendStats, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
-    KernelArg, LaunchConfig, Memory, MemoryOwner,
+    Backend, BackendKind, BackendStats, BufferArg, Capabilities, CompiledKernel, DeviceInfo,
+    DeviceMemory, KernelArg, LaunchConfig, Memory, MemoryOwner,
 };
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};

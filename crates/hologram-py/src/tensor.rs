@@ -183,6 +183,30 @@ impl PyTensor {
         nogil(py, move || t.write_bytes(bytes))
     }
 
+    /// Copies the elements in C order into `nbytes` bytes of host memory at `address` (exactly
+    /// the tensor's size); `owner` (a NumPy array) keeps that memory valid during the call.
+    fn read_into_address(
+        &self,
+        py: Python<'_>,
+        address: usize,
+        nbytes: usize,
+        owner: Py<PyAny>,
+    ) -> PyRes<()> {
+        if address == 0 && nbytes > 0 {
+            return Err(crate::errors::ValidationError::new_err("null data address"));
+        }
+        let _keep = owner;
+        let t = self.t.clone();
+        // SAFETY: `owner` keeps `nbytes` writable bytes at `address` alive for the whole call,
+        // and nothing else touches them while the GIL is released (the array is new).
+        let out: &mut [u8] = if nbytes == 0 {
+            &mut []
+        } else {
+            unsafe { std::slice::from_raw_parts_mut(address as *mut u8, nbytes) }
+        };
+        nogil(py, move || t.read_bytes(out))
+    }
+
     /// The elements in C order as bytes (a copy).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyBytes>> {
         let t = self.t.clone();
@@ -196,6 +220,9 @@ impl PyTensor {
         let Some(ts) = typestr(self.t.dtype()) else {
             return Ok(None);
         };
+        if !self.t.executor().capabilities().host_memory {
+            return Ok(None);
+        }
         let t = self.t.clone();
         let (ptr, host) = nogil(py, move || t.data_ptr())?;
         if !host {

@@ -259,11 +259,26 @@ impl Tensor {
 
     /// The elements in row-major order as raw bytes.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.numel() * self.dtype.size()];
+        self.read_bytes(&mut out)?;
+        Ok(out)
+    }
+
+    /// Copies the elements in row-major order into `out`, which must hold exactly
+    /// `numel * dtype size` bytes (one device-to-host copy for contiguous tensors).
+    pub fn read_bytes(&self, out: &mut [u8]) -> Result<()> {
+        let want = self.numel() * self.dtype.size();
+        if out.len() != want {
+            return Err(Error::LengthMismatch(format!(
+                "{} bytes given to read a {} tensor of shape {:?} ({want} bytes)",
+                out.len(),
+                self.dtype,
+                self.shape()
+            )));
+        }
         let t = self.contiguous()?;
         let (storage, layout) = t.storage()?;
-        let mut out = vec![0u8; self.numel() * self.dtype.size()];
-        storage.read(layout.offset * self.dtype.size(), &mut out)?;
-        Ok(out)
+        storage.read(layout.offset * self.dtype.size(), out)
     }
 
     /// The elements in row-major order; `T` must match the dtype (`u8` for bool).
@@ -359,8 +374,9 @@ impl Tensor {
         if let Some(p) = m.device_ptr() {
             return Ok((p + off, false));
         }
-        Err(Error::Program(format!(
-            "{} memory has no address to export",
+        Err(Error::DeviceMismatch(format!(
+            "{} memory has no address other libraries can use; copy the tensor to the cpu \
+             (or cuda) executor first",
             self.exec.backend_type()
         )))
     }
