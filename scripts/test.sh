@@ -44,6 +44,9 @@ step "wgpu backend without 64-bit shader features (the code paths of Metal and m
 HOLOGRAM_WGPU_CORE_ONLY=1 HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 cargo run --quiet --release -p hologram-cli -- conformance --backend vulkan
 HOLOGRAM_WGPU_CORE_ONLY=1 cargo test -p hologram-conformance --test wgpu_accuracy
 
+step "wgpu backend: the op test suite on lavapipe (f64 transcendentals are skipped and listed: WGSL has none)"
+HOLOGRAM_TEST_BACKENDS=vulkan HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 cargo test --release -p hologram-core --features wgpu --test ops
+
 step "macOS: cargo check --target aarch64-apple-darwin of hologram-backends with the wgpu feature"
 MACOS_CHECK="passed"
 if rustup target list --installed 2>/dev/null | grep -qx aarch64-apple-darwin || rustup target add aarch64-apple-darwin; then
@@ -58,10 +61,10 @@ fi
 step "CUDA codegen: NVRTC (from PyPI, no GPU or driver needed) compiles every generated program"
 # CUDA 13's NVRTC wheel is `nvidia-cuda-nvrtc` (13.x; the -cu12 names are CUDA 12).
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
-NVRTC_SO=$(find .venv -name 'libnvrtc.so.13' 2>/dev/null | head -1)
+NVRTC_SO=$(find -L .venv -name 'libnvrtc.so.13' 2>/dev/null | head -1)
 if [ -z "$NVRTC_SO" ]; then
     .venv/bin/pip install --quiet "nvidia-cuda-nvrtc>=13,<14"
-    NVRTC_SO=$(find .venv -name 'libnvrtc.so.13' | head -1)
+    NVRTC_SO=$(find -L .venv -name 'libnvrtc.so.13' | head -1)
 fi
 LD_LIBRARY_PATH="$(cd "$(dirname "$NVRTC_SO")" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     HOLOGRAM_REQUIRE_NVRTC=1 cargo test -p hologram-backends --features cuda --test cuda_codegen
@@ -73,11 +76,20 @@ step "python: venv, the abi3 wheel (maturin), pytest"
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install --quiet --upgrade pip
 # torch is large (the PyPI wheel pulls CUDA libraries); the seed examples and hologram_torch need it.
-.venv/bin/pip install --quiet "numpy<2.5" pytest maturin scikit-learn torch
+.venv/bin/pip install --quiet "numpy<2.5" pytest maturin scikit-learn matplotlib torch
 rm -rf target/wheels
 .venv/bin/maturin build --release --quiet -o target/wheels
 .venv/bin/pip install --quiet --force-reinstall --no-deps target/wheels/hologram-*.whl
 (cd tests/python && ../../.venv/bin/python -m pytest -q -p no:cacheprovider .)
+
+step "python: the tests again with the wgpu backend on lavapipe added to the CPU"
+(cd tests/python && HOLOGRAM_TEST_BACKENDS=vulkan HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 \
+    ../../.venv/bin/python -m pytest -q -p no:cacheprovider .)
+
+step "benchmarks: bench/run.py and bench/report.py on a small quick run (the reports' code paths)"
+.venv/bin/python bench/run.py --device cpu --quick --only ceiling,latency,compile_time --out target/bench-smoke/run.json
+.venv/bin/python bench/report.py target/bench-smoke/run.json --out target/bench-smoke
+test -s target/bench-smoke/report.md
 
 step "demo"
 cargo run --quiet --release -p hologram-cli -- demo --n 262144
