@@ -139,6 +139,10 @@ if [ -f "$NV_ICD" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then export VK_DRIVER_FILE
 if ldconfig -p | grep -q libvulkan; then
     if step vulkan 150 "$H" conformance --backend vulkan --dir "$CONF"; then s=ok; else s=FAIL; fi
     record "conformance on wgpu (Vulkan, NVIDIA)" "$s" "$(grep -E '^[0-9]+ tests:' "$SCRATCH/vulkan.out"; grep -m1 '^conformance on' "$SCRATCH/vulkan.out")"
+    # The same vector-add kernel over 2^24 f32 on CUDA, Vulkan and the CPU, in one run.
+    if HOLOGRAM="$H" step vadd 90 bash bench/vector_add.sh cuda vulkan cpu; then s=ok; else s=FAIL; fi
+    cp "$SCRATCH/vadd.out" "$OUT/vector-add-backends.txt" 2>/dev/null
+    record "vector add 2^24: cuda, vulkan, cpu" "$s" "$(grep -oE '^[a-z]+ on [^(]*|launch [0-9.]+ ms' "$SCRATCH/vadd.out" | paste -sd' ' | sed 's/ launch/:/g')"
 else
     record "conformance on wgpu (Vulkan, NVIDIA)" skipped "no Vulkan loader (carry .gl and unpack it)"
 fi
