@@ -66,6 +66,18 @@ def _gelu(x, approximate="none"):
     return x.gelu()
 
 
+def _exact_gelu(approximate):
+    if approximate != "none":
+        raise NotImplementedError("tanh-approximated GELU")
+    return True
+
+
+def _no_dtype(x, dtype):
+    if dtype is not None and dtype != x.dtype:
+        raise NotImplementedError(f"softmax with a dtype cast to {dtype}")
+    return x
+
+
 def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     nd = len(normalized_shape) if not isinstance(normalized_shape, int) else 1
     w = weight._t if weight is not None else None
@@ -110,6 +122,13 @@ _AUTOGRAD_FUNCTIONS = {
     TF.linear: lambda x, w, b=None: F.linear(x, w, b),
     operator.matmul: F.matmul, torch.matmul: F.matmul,
     TF.mse_loss: lambda a, b, *r, **k: F.mse_loss(a, b),
+    TF.gelu: lambda x, approximate="none": _exact_gelu(approximate) and F.gelu(x),
+    TF.softmax: lambda x, dim=-1, _stacklevel=3, dtype=None: F.softmax(_no_dtype(x, dtype), dim=dim),
+    torch.softmax: lambda x, dim=-1, dtype=None: F.softmax(_no_dtype(x, dtype), dim=dim),
+    TF.log_softmax: lambda x, dim=-1, _stacklevel=3, dtype=None: F.log_softmax(_no_dtype(x, dtype), dim=dim),
+    torch.log_softmax: lambda x, dim=-1, dtype=None: F.log_softmax(_no_dtype(x, dtype), dim=dim),
+    TF.layer_norm: lambda x, normalized_shape, weight=None, bias=None, eps=1e-5: F.layer_norm(
+        x, normalized_shape=normalized_shape, weight=weight, bias=bias, eps=eps),
 }
 
 

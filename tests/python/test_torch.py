@@ -190,3 +190,28 @@ def test_train_digits_reaches_95_percent():
     ours, ref = mod["main"]([])
     assert ours >= 95.0, ours
     assert abs(ours - ref) <= 1.0, (ours, ref)
+
+
+def test_compile_training_lowers_gelu_layer_norm_softmax(monkeypatch):
+    """With gradients needed, GELU, LayerNorm and softmax run as Hologram autograd functions
+    (no eager fallback), and outputs and gradients match eager PyTorch."""
+    import copy
+
+    import hologram_torch.compile as hc
+
+    fallbacks = []
+    monkeypatch.setattr(hc, "_reason_once", lambda target, reason: fallbacks.append((target, reason)))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4), torch.nn.Softmax(dim=-1)
+    )
+    ref = copy.deepcopy(model)
+    x = torch.randn(6, 8)
+    out = torch.compile(model, backend="hologram")(x)
+    want = ref(x)
+    assert fallbacks == []
+    assert torch.allclose(out, want, atol=1e-5)
+    (out * torch.arange(4.0)).sum().backward()
+    (want * torch.arange(4.0)).sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5)
