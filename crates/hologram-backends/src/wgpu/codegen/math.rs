@@ -4,8 +4,10 @@
 //! WGSL's built-in transcendentals have implementation-defined accuracy (Vulkan allows several
 //! ulp, and absolute rather than relative error for sin/cos), so the kernels use their own
 //! implementations, built from exactly rounded operations: `exp`/`log` after FreeBSD's
-//! `e_expf.c`/`e_logf.c`, `erf` after `s_erff.c`, sin/cos/tan/tanh after Cephes, and a
-//! bit-by-bit correctly rounded `sqrt`. Bounds measured on lavapipe are in the backend README.
+//! `e_expf.c`/`e_logf.c`, `erf` after `s_erff.c`, tanh after Cephes (sin/cos/tan: `trig`), and
+//! a bit-by-bit correctly rounded `sqrt`. Steps whose rounding matters pass through `hg_o` (an
+//! opaque integer xor) so drivers that reassociate float arithmetic cannot merge them. Bounds
+//! measured on lavapipe are in the backend README.
 
 use hologram_isa::{BinaryOp, Imm, Operand, TernaryOp, Type, UnaryOp};
 
@@ -28,6 +30,10 @@ pub(crate) fn float_unary(op: UnaryOp, ty: Type, a: &str, float64: bool) -> Stri
         UnaryOp::Sqrt => format!("hg_sqrt({a})"),
         UnaryOp::Rsqrt if float64 => format!("f32(f64(1.0) / f64(hg_sqrt({a})))"),
         UnaryOp::Rsqrt => format!("(1.0 / hg_sqrt({a}))"),
+        // With f64: reduction and polynomials in f64, one rounding (see `trig`).
+        UnaryOp::Sin if float64 => format!("hg_sin_d({a})"),
+        UnaryOp::Cos if float64 => format!("hg_cos_d({a})"),
+        UnaryOp::Tan if float64 => format!("hg_tan_d({a})"),
         UnaryOp::Sin => format!("hg_sin({a})"),
         UnaryOp::Cos => format!("hg_cos({a})"),
         UnaryOp::Tan => format!("hg_tan({a})"),
@@ -57,6 +63,9 @@ pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str, float64: bo
     let e = match op {
         BinaryOp::Add => format!("({a} + {b})"),
         BinaryOp::Sub => format!("({a} - {b})"),
+        // f32 products are rounded on their own (drivers may fuse a product with a later add;
+        // NVIDIA's Vulkan driver does). f16/bf16 results are rounded in integer code anyway.
+        BinaryOp::Mul if ty == Type::F32 => format!("hg_mul_rounded({a}, {b})"),
         BinaryOp::Mul => format!("({a} * {b})"),
         // Vulkan allows 2.5 ulp for f32 division; through f64 (exact-enough quotient, then one
         // innocuous second rounding) it is correctly rounded wherever f64 division is.
@@ -198,8 +207,8 @@ fn hg_scalbn(x: f32, n0: i32) -> f32 {
     },
     Helper {
         name: "hg_exp",
-        deps: &["hg_scalbn", "hg_isnan"],
-        text: r#"// e^x (after FreeBSD's e_expf.c).
+        deps: &["hg_scalbn", "hg_isnan", "hg_f32dd"],
+        text: r#"// e^x (after FreeBSD's e_expf.c; hi and lo shielded from reassociation).
 fn hg_exp(x0: f32) -> f32 {
     var x = x0;
     let hx0 = bitcast<u32>(x);
@@ -220,8 +229,8 @@ fn hg_exp(x0: f32) -> f32 {
             k = 1 - sign - sign;
         }
         let kf = f32(k);
-        hi = x - kf * 6.9314575195e-01;
-        lo = kf * 1.4286067653e-06;
+        hi = hg_o(x - hg_o(kf * 6.9314575195e-01));
+        lo = hg_o(kf * 1.4286067653e-06);
         x = hi - lo;
     } else if (hx > 0x39000000u) {
         hi = x;
@@ -238,7 +247,7 @@ fn hg_exp(x0: f32) -> f32 {
     },
     Helper {
         name: "hg_exp2",
-        deps: &["hg_exp", "hg_scalbn", "hg_isnan"],
+        deps: &["hg_exp", "hg_scalbn", "hg_isnan", "hg_f32dd"],
         text: r#"// 2^x = 2^k * e^(f ln 2) with k = round(x) and f = x - k exact.
 fn hg_exp2(x: f32) -> f32 {
     if (hg_isnan(x)) { return x; }
@@ -247,7 +256,7 @@ fn hg_exp2(x: f32) -> f32 {
     let k = round(x);
     let f = x - k;
     // f * ln2 in two parts keeps the product's rounding error out of the result.
-    let t = f * 6.9314575195e-01 + f * 1.4286067653e-06;
+    let t = hg_o(f * 6.9314575195e-01) + f * 1.4286067653e-06;
     return hg_scalbn(hg_exp(t), i32(k));
 }
 "#,
@@ -293,89 +302,13 @@ fn hg_log(x0: f32) -> f32 {
     },
     Helper {
         name: "hg_log2",
-        deps: &["hg_log"],
-        text: "fn hg_log2(x: f32) -> f32 { let l = hg_log(x); return l * 1.4426950216 + l * 1.925963033e-8; }\n",
+        deps: &["hg_log", "hg_f32dd"],
+        text: "fn hg_log2(x: f32) -> f32 { let l = hg_log(x); return hg_o(l * 1.4426950216) + l * 1.925963033e-8; }\n",
     },
     Helper {
         name: "hg_log10",
-        deps: &["hg_log"],
-        text: "fn hg_log10(x: f32) -> f32 { let l = hg_log(x); return l * 0.43429449201 + l * 2.3829e-9; }\n",
-    },
-    Helper {
-        name: "hg_reduce",
-        deps: &[],
-        text: r#"// Cody-Waite reduction by pi/4 (Cephes): returns (reduced x, octant j) with |x| <= pi/4.
-fn hg_reduce(x: f32) -> vec2<f32> {
-    let ax = abs(x);
-    var j = u32(ax * 1.27323954473516);
-    var y = f32(j);
-    if ((j & 1u) != 0u) { j = j + 1u; y = y + 1.0; }
-    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
-    return vec2<f32>(r, f32(j & 7u));
-}
-"#,
-    },
-    Helper {
-        name: "hg_sincos_poly",
-        deps: &[],
-        text: r#"fn hg_sin_poly(x: f32) -> f32 {
-    let z = x * x;
-    return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * x + x;
-}
-fn hg_cos_poly(x: f32) -> f32 {
-    let z = x * x;
-    return ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
-}
-"#,
-    },
-    Helper {
-        name: "hg_sin",
-        deps: &["hg_reduce", "hg_sincos_poly", "hg_nan"],
-        text: r#"fn hg_sin(x: f32) -> f32 {
-    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return hg_nan(); }
-    let rj = hg_reduce(x);
-    var j = u32(rj.y);
-    var neg = x < 0.0;
-    if (j > 3u) { neg = !neg; j = j - 4u; }
-    var y = select(hg_sin_poly(rj.x), hg_cos_poly(rj.x), j == 1u || j == 2u);
-    if (x == 0.0) { return x; }
-    return select(y, -y, neg);
-}
-"#,
-    },
-    Helper {
-        name: "hg_cos",
-        deps: &["hg_reduce", "hg_sincos_poly", "hg_nan"],
-        text: r#"fn hg_cos(x: f32) -> f32 {
-    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return hg_nan(); }
-    let rj = hg_reduce(x);
-    var j = u32(rj.y);
-    var neg = false;
-    if (j > 3u) { j = j - 4u; neg = true; }
-    if (j > 1u) { neg = !neg; }
-    let y = select(hg_cos_poly(rj.x), hg_sin_poly(rj.x), j == 1u || j == 2u);
-    return select(y, -y, neg);
-}
-"#,
-    },
-    Helper {
-        name: "hg_tan",
-        deps: &["hg_reduce", "hg_nan"],
-        text: r#"fn hg_tan(x: f32) -> f32 {
-    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return hg_nan(); }
-    if (x == 0.0) { return x; }
-    let rj = hg_reduce(x);
-    let r = rj.x;
-    let z = r * r;
-    var y = r;
-    if (z > 1.0e-8) {
-        y = (((((9.38540185543e-3 * z + 3.11992232697e-3) * z + 2.44301354525e-2) * z
-            + 5.34112807005e-2) * z + 1.33387994085e-1) * z + 3.33331568548e-1) * z * r + r;
-    }
-    if ((u32(rj.y) & 2u) != 0u) { y = -1.0 / y; }
-    return select(y, -y, x < 0.0);
-}
-"#,
+        deps: &["hg_log", "hg_f32dd"],
+        text: "fn hg_log10(x: f32) -> f32 { let l = hg_log(x); return hg_o(l * 0.43429449201) + l * 2.3829e-9; }\n",
     },
     Helper {
         name: "hg_tanh",

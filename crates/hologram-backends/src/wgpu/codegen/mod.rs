@@ -22,6 +22,7 @@ mod convert;
 mod inst;
 pub mod math;
 pub mod prelude;
+mod trig;
 pub mod types;
 pub mod wide;
 
@@ -144,7 +145,12 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
     let decls = g.declarations();
     let helpers = prelude::resolve(
         &format!("{decls}{body}"),
-        &[prelude::HELPERS, math::HELPERS, wide::HELPERS],
+        &[
+            prelude::HELPERS,
+            math::HELPERS,
+            trig::HELPERS,
+            wide::HELPERS,
+        ],
     );
     let mut wgsl = String::new();
     let _ = writeln!(

@@ -32,7 +32,9 @@ pub(crate) fn f64_binary(op: BinaryOp, a: &str, b: &str) -> String {
     match op {
         BinaryOp::Add => format!("({a} + {b})"),
         BinaryOp::Sub => format!("({a} - {b})"),
-        BinaryOp::Mul => format!("({a} * {b})"),
+        // The product is rounded on its own: drivers may otherwise fuse it with a later add
+        // (NVIDIA's Vulkan driver does), which the ISA's two roundings forbid.
+        BinaryOp::Mul => format!("hg_mul_rounded64({a}, {b})"),
         BinaryOp::Div => format!("({a} / {b})"),
         BinaryOp::Rem => format!("hg_fmod64({a}, {b})"),
         BinaryOp::Min => format!("hg_fmin64({a}, {b})"),
@@ -79,7 +81,7 @@ fn hg_fma32(a: f32, b: f32, c: f32) -> f32 {
     let sb = bitcast<u64>(s);
     if ((sb & 0x7ff0000000000000lu) == 0x7ff0000000000000lu) { return f32(s); }
     let bb = hg_o64(s - p);
-    let e = (p - hg_o64(s - bb)) + (cc - bb);
+    let e = hg_o64(p - hg_o64(s - bb)) + hg_o64(cc - bb);
     if (e != f64(0.0) && (sb & 1lu) == 0lu) {
         let up = (e > f64(0.0)) == (s > f64(0.0));
         return f32(bitcast<f64>(select(sb - 1lu, sb + 1lu, up)));
@@ -131,6 +133,11 @@ fn hg_fma64(a: f64, b: f64, c: f64) -> f64 {
     return th + vo;
 }
 "#,
+    },
+    Helper {
+        name: "hg_nan64",
+        deps: &[],
+        text: "fn hg_nan64() -> f64 { return bitcast<f64>(0x7ff8000000000000lu ^ u64(hg_zero)); }\n",
     },
     Helper {
         name: "hg_isnan64",
@@ -195,7 +202,7 @@ fn hg_i64f_odd(v: i64) -> f32 {
     },
     Helper {
         name: "hg_fmod64",
-        deps: &["hg_isnan64"],
+        deps: &["hg_isnan64", "hg_nan64"],
         text: r#"// fmod on f64, exact (after musl's fmod).
 fn hg_fmod64(x: f64, y: f64) -> f64 {
     let xb = bitcast<u64>(x);
@@ -204,7 +211,8 @@ fn hg_fmod64(x: f64, y: f64) -> f64 {
     var ey = i32((uy >> 52u) & 0x7fflu);
     let sx = xb & 0x8000000000000000lu;
     var ux = xb;
-    if ((uy << 1u) == 0lu || hg_isnan64(y) || ex == 0x7ff) { return (x * y) / (x * y); }
+    // NaN for y = 0, y NaN, x infinite or NaN. (Not (x*y)/(x*y): drivers fold a/a to 1.)
+    if ((uy << 1u) == 0lu || hg_isnan64(y) || ex == 0x7ff) { return hg_nan64(); }
     if ((ux << 1u) <= (uy << 1u)) {
         if ((ux << 1u) == (uy << 1u)) { return bitcast<f64>(sx); }
         return x;
