@@ -20,6 +20,7 @@ wraps (extension by the source type), everything else rounds to nearest-even; su
 flushed to zero.
 """
 
+import copy
 import json
 import math
 import re
@@ -347,6 +348,7 @@ class Test:
         self.expect = {}
         self.expect_error = None
         self.unchanged = None
+        self.requires = []  # device properties the test needs (harness: Unsupported without them)
         self.rng = np.random.default_rng(zlib.crc32(name.encode()))
 
     def ty(self, name):
@@ -411,6 +413,8 @@ class Test:
 
         top = {"args": block(self.args), "block": dumps(self.block),
                "description": dumps(self.description), "grid": dumps(self.grid)}
+        if self.requires:
+            top["requires"] = dumps(self.requires)
         if self.expect_error is not None:
             top["expect_error"] = dumps(self.expect_error)
             top["unchanged"] = dumps(self.unchanged)
@@ -455,6 +459,67 @@ def rand_uniform(rng, t, count, lo, hi):
 
 def launch_1d(n, block):
     return [(n + block - 1) // block, 1, 1], [block, 1, 1]
+
+
+F32_MIN_NORMAL = 2.0 ** -126
+
+
+def f32_subnormal(v):
+    """True for a nonzero value below f32's smallest normal (also bf16's: same exponent range)."""
+    v = float(v)  # also reads "nan"/"inf"
+    return v == v and v != 0 and abs(v) < F32_MIN_NORMAL
+
+
+def split_subnormal_lanes(T, n, extra=lambda i: False):
+    """Splits a lane-wise test T of n lanes (a buffer of k*n elements gives lane i its elements
+    k*i .. k*i+k-1; the scalar 'n' is the lane count) in two: T with the lanes where no f32 or
+    bf16 input or expected output is subnormal (nor extra(i)), and NAME_subnormal with the others,
+    which requires a device that keeps f32 subnormals ("requires": ["f32_subnormals"]; WGSL lets
+    devices flush them, and NVIDIA's Vulkan driver does). Together they run every lane of T."""
+    def lanes_of(name, data):
+        k = len(data) // n
+        assert k * n == len(data), (T.name, name)
+        return k
+
+    def sub(i):
+        if extra(i):
+            return True
+        for name, (t, is_buf, _) in T.params.items():
+            if not is_buf or t not in ("f32", "bf16"):
+                continue
+            for d in (T.args[name].get("data"), T.expect.get(name, {}).get("data")):
+                if d is not None:
+                    k = lanes_of(name, d)
+                    if any(f32_subnormal(v) for v in d[k * i:k * i + k]):
+                        return True
+        return False
+
+    flags = [sub(i) for i in range(n)]
+    assert any(flags) and not all(flags), T.name
+
+    def part(keep, name, comment):
+        P = copy.deepcopy(T)
+        idx = [i for i in range(n) if flags[i] == keep]
+        m = len(idx)
+        P.name = name
+        if name != T.name:
+            P.hasm = re.sub(r"^\.kernel %s$" % T.name, ".kernel " + name, P.hasm, flags=re.M)
+            P.hasm = "// " + comment + P.hasm[3:]
+            P.description = comment + T.description
+            P.requires = ["f32_subnormals"]
+        for d in [P.args, P.expect]:
+            for key, a in d.items():
+                if "data" in a:
+                    k = lanes_of(key, a["data"])
+                    a["data"] = [v for i in idx for v in a["data"][k * i:k * i + k]]
+                elif "len" in a:
+                    a["len"] = a["len"] // n * m
+        P.args["n"] = {"scalar": m}
+        P.grid, P.block = launch_1d(m, T.block[0])
+        return P
+
+    return [part(False, T.name, ""),
+            part(True, T.name + "_subnormal", "f32 subnormal cases (lanes moved here from %s; need a device that keeps f32 subnormals): " % T.name)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -664,6 +729,10 @@ def arith_float(t, n, block):
     for op in FLOAT_OPS:
         T.fill("out_" + op, 0.0, n)
         T.out("out_" + op, float_model(t, op, a, b, c))
+    if t in ("f32", "bf16"):
+        # mad's product is an f32 intermediate too
+        prod = fop("f32", lambda x, y: x * y, a, b)
+        return split_subnormal_lanes(T, n, lambda i: f32_subnormal(prod[i]))
     return T
 
 
@@ -873,7 +942,7 @@ def float_nan_inf():
         bits = [x == x, x != x, x < INF, x >= -INF, y == y, y != 0.0, y > -INF, y <= INF]
         fl.append(sum(1 << k for k, v in enumerate(bits) if v))
     T.out("flags", fl)
-    return T
+    return split_subnormal_lanes(T, n)
 
 
 @test
@@ -1131,7 +1200,7 @@ def cvt_float_to_float():
         got = flist(src.astype(NP[t]))
         for w, g, v in zip(want, got, src):
             assert same(w, g), (s, t, float(v), w, g)
-    return T
+    return split_subnormal_lanes(T, n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1203,27 +1272,42 @@ def mov_literals():
 
 SCALARS = {"i8": -100, "u8": 200, "i16": -30000, "u16": 60000, "i32": -2000000000, "u32": 4000000000,
            "i64": -9000000000000000000, "u64": 18000000000000000000, "f16": 0.333251953125,
-           "bf16": -3.140625, "f32": 1.1754942106924411e-38, "f64": -2.718281828459045}
+           "bf16": -3.140625, "f32": 1.1754943508222875e-38, "f64": -2.718281828459045}
+# the largest f32 subnormal and the smallest bf16 subnormal
+SUBNORMAL_SCALARS = {"f32": 1.1754942106924411e-38, "bf16": 9.183549615799121e-41}
 
 
 @test
 def scalar_params():
-    lines = ["// scalar parameters of every type: each lane stores the scalar, and the scalar plus the lane index converted to the type",
-             ".kernel scalar_params"]
-    lines += [".param .%s s_%s" % (t, t) for t in INTS + FLOATS]
-    lines += [".param .buf.%s out_%s .rw" % (t, t) for t in INTS + FLOATS]
+    return scalar_params_test("scalar_params", INTS + FLOATS, SCALARS,
+                              "scalar parameters of every type: each lane stores the scalar, and the scalar plus the lane index converted to the type",
+                              "scalar parameters of every type reach every lane")
+
+
+@test
+def scalar_params_subnormal():
+    T = scalar_params_test("scalar_params_subnormal", ["f32", "bf16"], SUBNORMAL_SCALARS,
+                           "subnormal f32 and bf16 scalar parameters (need a device that keeps f32 subnormals): each lane stores the scalar, and the scalar plus the lane index converted to the type",
+                           "subnormal f32 and bf16 scalar parameters reach every lane")
+    T.requires = ["f32_subnormals"]
+    return T
+
+
+def scalar_params_test(name, types, scalars, comment, description):
+    lines = ["// " + comment, ".kernel " + name]
+    lines += [".param .%s s_%s" % (t, t) for t in types]
+    lines += [".param .buf.%s out_%s .rw" % (t, t) for t in types]
     lines += [".param .u32 n", guard_n(), "    add.u32 %j, %i, n;"]
-    for t in INTS + FLOATS:
+    for t in types:
         lines += ["    st.%s out_%s[%%i], s_%s;" % (t, t, t),
                   "    cvt.%s.u32 %%c_%s, %%i;" % (t, t),
                   "    add.%s %%v_%s, s_%s, %%c_%s;" % (t, t, t, t),
                   "    st.%s out_%s[%%j], %%v_%s;" % (t, t, t)]
     n = 10
-    T = Test("scalar_params", "scalar parameters of every type reach every lane", "\n".join(lines),
-             [1, 1, 1], [16, 1, 1])
+    T = Test(name, description, "\n".join(lines), [1, 1, 1], [16, 1, 1])
     T.scalar("n", n)
-    for t in INTS + FLOATS:
-        s = T.scalar("s_" + t, SCALARS[t])
+    for t in types:
+        s = T.scalar("s_" + t, scalars[t])
         T.fill("out_" + t, 0, 2 * n)
         if is_int(t):
             T.out("out_" + t, [s] * n + [wrap(s + i, t) for i in range(n)])
@@ -1571,8 +1655,9 @@ def setp_float():
             rb[k] = ra[k]
         return [x for x, _ in pairs] + ra, [y for _, y in pairs] + rb
 
-    return setp_test("setp_float", FLOATS, values, n,
-                     "setp eq ne lt le gt ge on f16 bf16 f32 f64: with a NaN operand every comparison is false except ne; -0 == +0; infinities and subnormals order normally")
+    T = setp_test("setp_float", FLOATS, values, n,
+                  "setp eq ne lt le gt ge on f16 bf16 f32 f64: with a NaN operand every comparison is false except ne; -0 == +0; infinities and subnormals order normally")
+    return split_subnormal_lanes(T, n)
 
 
 @test
@@ -3351,17 +3436,18 @@ def main():
     names = set()
     total = 0
     for fn in TESTS:
-        T = fn()
-        assert T.name not in names, T.name
-        names.add(T.name)
-        if only and T.name not in only:
-            continue
-        T.check()
-        (HERE / (T.name + ".hasm")).write_text(T.hasm)
-        text = T.json_text()
-        json.loads(text)
-        (HERE / (T.name + ".json")).write_text(text)
-        total += len(text) + len(T.hasm)
+        made = fn()
+        for T in made if isinstance(made, list) else [made]:
+            assert T.name not in names, T.name
+            names.add(T.name)
+            if only and T.name not in only:
+                continue
+            T.check()
+            (HERE / (T.name + ".hasm")).write_text(T.hasm)
+            text = T.json_text()
+            json.loads(text)
+            (HERE / (T.name + ".json")).write_text(text)
+            total += len(text) + len(T.hasm)
     # remove files of tests that no longer exist
     if not only:
         for p in list(HERE.glob("*.hasm")) + list(HERE.glob("*.json")):

@@ -290,6 +290,14 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// True when the device flushes `f32` (and `bf16`, computed in `f32`) subnormal operands and
+    /// results to zero, which WGSL and Vulkan permit and no portable shader can turn off (the
+    /// wgpu backend finds out with a probe kernel). Kernels then differ from the ISA's rule
+    /// only where subnormals occur. The default, for backends that keep subnormals, is false.
+    fn flushes_f32_subnormals(&self) -> bool {
+        false
+    }
+
     /// Counters of compiles, cache hits, code bytes and launch paths (see [`BackendStats`]).
     /// The default, for backends that keep none, is all zeros.
     fn stats(&self) -> BackendStats {

@@ -15,6 +15,7 @@
 
 pub mod cross;
 pub mod data;
+pub mod requires;
 mod run;
 
 use std::path::{Path, PathBuf};

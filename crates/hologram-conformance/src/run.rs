@@ -143,6 +143,9 @@ struct Bound {
 fn run_case(case: &Case, backend: &dyn Backend) -> Result<Outcome, String> {
     let kernel = &case.kernel;
     let spec = &case.spec;
+    if let Some(reason) = crate::requires::missing(spec, backend)? {
+        return Ok(Outcome::Unsupported(reason));
+    }
     let compiled = match backend.compile(kernel) {
         Ok(c) => c,
         Err(BackendError::Unsupported { feature, .. }) => return Ok(Outcome::Unsupported(feature)),

@@ -7,7 +7,7 @@
 //!
 //! It also cross-checks the emulated code against the CPU interpreter on every buffer.
 //!
-//! Slow (it builds 72 C++ programs), so it is ignored by default: `cargo test -p
+//! Slow (it builds 78 C++ programs), so it is ignored by default: `cargo test -p
 //! hologram-conformance --test cuda_emulation -- --ignored` (scripts/test.sh runs it). Needs `c++`
 //! (GCC or Clang with C++20); skipped with a message when there is none, unless
 //! `HOLOGRAM_REQUIRE_EMULATION=1`.
@@ -338,7 +338,7 @@ impl Backend for Emulator {
 }
 
 #[test]
-#[ignore = "slow (builds 72 C++ programs): scripts/test.sh runs it with --ignored"]
+#[ignore = "slow (builds 78 C++ programs): scripts/test.sh runs it with --ignored"]
 fn conformance_suite_passes_on_emulated_cuda_code() {
     if !has_compiler() {
         assert!(

@@ -11,6 +11,7 @@ use super::device::Gpu;
 use super::launch;
 use super::memory::{self, WgpuMemory};
 use super::pipeline_cache::{self, PipelineCache, PipelineCacheStats};
+use super::probe;
 use crate::backend::{
     Backend, BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
 };
@@ -32,6 +33,8 @@ pub struct WgpuBackend {
     target: String,
     /// Launches run.
     launches: AtomicU64,
+    /// The device flushes f32 subnormals to zero (found by a probe kernel, see `probe`).
+    flushes_f32_subnormals: bool,
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -60,14 +63,20 @@ impl WgpuBackend {
             "{};{:?};{};{}",
             gpu.info.name, gpu.info.backend, gpu.info.driver, gpu.info.driver_info
         );
-        Ok(WgpuBackend {
+        let mut backend = WgpuBackend {
             gpu,
             api: opts.api,
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             cache: PipelineCache::default(),
             target,
             launches: AtomicU64::new(0),
-        })
+            flushes_f32_subnormals: false,
+        };
+        backend.flushes_f32_subnormals = probe::flushes_f32_subnormals(&backend, &backend.target)?;
+        // The probe's pipeline and launch are not the caller's: statistics start at zero.
+        backend.cache = PipelineCache::default();
+        backend.launches = AtomicU64::new(0);
+        Ok(backend)
     }
 
     /// The native API in use.
@@ -316,6 +325,10 @@ impl Backend for WgpuBackend {
         })?;
         self.launches.fetch_add(1, Ordering::Relaxed);
         launch::run(&self.gpu, self.owner, kern, &pipeline, config, args)
+    }
+
+    fn flushes_f32_subnormals(&self) -> bool {
+        self.flushes_f32_subnormals
     }
 
     fn stats(&self) -> crate::backend::BackendStats {

@@ -19,6 +19,8 @@ mod launch;
 pub mod memory;
 #[cfg(feature = "wgpu")]
 pub mod pipeline_cache;
+#[cfg(feature = "wgpu")]
+mod probe;
 
 #[cfg(feature = "wgpu")]
 pub use self::backend_impl::WgpuBackend;
