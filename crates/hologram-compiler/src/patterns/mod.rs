@@ -6,6 +6,7 @@
 mod map;
 mod reduce;
 pub mod reduce_templates;
+pub mod softmax_templates;
 
 use hologram_isa::Kernel;
 

@@ -39,7 +39,7 @@ impl Combine {
     }
 
     /// The identity element in accumulator type `t`.
-    fn init(self, t: Type) -> String {
+    pub(crate) fn init(self, t: Type) -> String {
         match self {
             Combine::Sum => lit(t, 0.0),
             Combine::Prod => lit(t, 1.0),
@@ -62,7 +62,15 @@ impl Combine {
 
     /// Lines that fold value `x` (index `ix` for arg reductions) into `acc` (`aix`). Max and min
     /// propagate NaN, like NumPy and PyTorch; ties keep the first index.
-    fn fold(self, t: Type, acc: &str, x: &str, aix: &str, ix: &str, tag: &str) -> String {
+    pub(crate) fn fold(
+        self,
+        t: Type,
+        acc: &str,
+        x: &str,
+        aix: &str,
+        ix: &str,
+        tag: &str,
+    ) -> String {
         match self {
             Combine::Sum => format!("    add.{t} {acc}, {acc}, {x};\n"),
             Combine::Prod => format!("    mul.{t} {acc}, {acc}, {x};\n"),
@@ -88,12 +96,46 @@ impl Combine {
     }
 }
 
+/// Loads the lane kernel keeps in flight together (its unrolled loop's step).
+pub const LANE_UNROLL: u32 = 4;
+
 /// One lane per output element: `out[o*I + i] = fold over r of x[off + o*R*I + r*I + i]`.
 /// `storage` is the input's element type, `acc` the accumulator type, `out` the stored result
 /// type (u32 for arg reductions, widened to the output dtype by the caller).
+///
+/// The loop over `r` is unrolled [`LANE_UNROLL`] times: the unrolled body issues all its loads
+/// before folding them in order, so loads overlap on GPUs while the order of operations (and so
+/// every result bit) stays that of the plain sequential loop.
 pub fn lane_kernel(c: Combine, storage: Type, acc: Type, out: Type) -> String {
+    let u = LANE_UNROLL as usize;
     let load = load_line(storage, acc, "%x", "x", "%idx");
     let fold = c.fold(acc, "%acc", "%x", "%best", "%r", "");
+    let mut unrolled = String::new();
+    for k in 1..u {
+        let prev = if k == 1 {
+            "%idx".to_string()
+        } else {
+            format!("%idx{}", k - 1)
+        };
+        unrolled += &format!("    add.u32 %idx{k}, {prev}, inner;\n");
+    }
+    let idx_of = |k: usize| {
+        if k == 0 {
+            "%idx".to_string()
+        } else {
+            format!("%idx{k}")
+        }
+    };
+    unrolled += &load_group(storage, acc, "x", u, idx_of);
+    for k in 0..u {
+        let ix = if k == 0 {
+            "%r".to_string()
+        } else {
+            unrolled += &format!("    add.u32 %r{k}, %r, {k};\n");
+            format!("%r{k}")
+        };
+        unrolled += &c.fold(acc, "%acc", &format!("%x{k}"), "%best", &ix, "");
+    }
     let result = if c.is_arg() {
         "%best".to_string()
     } else {
@@ -118,6 +160,13 @@ pub fn lane_kernel(c: Combine, storage: Type, acc: Type, out: Type) -> String {
     mov.{acc} %acc, {init};
     mov.u32 %best, 0;
     mov.u32 %r, 0;
+    and.u32 %full, rlen, {mask};
+UNROLLED:
+    setp.ge.u32 %rest, %r, %full;
+@%rest bra LOOP;
+{unrolled}    add.u32 %idx, %idx{last}, inner;
+    add.u32 %r, %r, {u};
+    bra UNROLLED;
 LOOP:
     setp.ge.u32 %end, %r, rlen;
 @%end bra STORE;
@@ -129,7 +178,37 @@ STORE:
 ",
         init = c.init(acc),
         result_lines = result_prep(c, acc, out),
+        mask = !(LANE_UNROLL - 1),
+        last = u - 1,
     )
+}
+
+/// Loads `count` elements of `arr` at the indexes `idx(k)` into `%x0..` (converted to `acc`),
+/// every load before any conversion, so the loads are in flight together.
+pub(crate) fn load_group(
+    storage: Type,
+    acc: Type,
+    arr: &str,
+    count: usize,
+    idx: impl Fn(usize) -> String,
+) -> String {
+    let mut s = String::new();
+    let raw = |k: usize| {
+        if storage == acc {
+            format!("%x{k}")
+        } else {
+            format!("%raw{k}")
+        }
+    };
+    for k in 0..count {
+        s += &format!("    ld.{storage} {}, {arr}[{}];\n", raw(k), idx(k));
+    }
+    if storage != acc {
+        for k in 0..count {
+            s += &format!("    cvt.{acc}.{storage} %x{k}, %raw{k};\n");
+        }
+    }
+    s
 }
 
 fn load_line(storage: Type, acc: Type, dst: &str, arr: &str, idx: &str) -> String {
@@ -159,9 +238,19 @@ fn result_prep(c: Combine, acc: Type, out: Type) -> String {
 /// Lanes per block of the block kernel.
 pub const BLOCK: u32 = 256;
 
+/// Loads each lane of the block kernel keeps in flight together (its unrolled loop's step, in
+/// strides of [`BLOCK`] elements).
+pub const BLOCK_UNROLL: u32 = 8;
+
 /// One block per (row, chunk) of a row-contiguous `[rows, R]` view (or of partial results with
 /// their indexes for arg reductions): block `b` reduces elements `chunk*len .. min(R,
 /// (chunk+1)*len)` of row `b / chunks` into `out[b]` (and `outix[b]`).
+///
+/// Lane `t` folds elements `t, t + BLOCK, t + 2·BLOCK, ...` of the chunk in order into one
+/// accumulator; the loop is unrolled [`BLOCK_UNROLL`] times with every load of the unrolled body
+/// issued before the folds, so on GPUs that many loads per lane are in flight while the order of
+/// operations stays that of the plain loop. Then a shared-memory tree halves the
+/// [`BLOCK`] accumulators down to one.
 pub fn block_kernel(
     c: Combine,
     storage: Type,
@@ -192,6 +281,32 @@ pub fn block_kernel(
     } else {
         "    sub.u32 %src, %idx, %rowbase;\n"
     };
+    let u = BLOCK_UNROLL as usize;
+    let idx_of = |k: usize| format!("%idx{k}");
+    let mut unrolled = "    add.u32 %idx0, %rowbase, %pos;\n".to_string();
+    for k in 1..u {
+        unrolled += &format!("    add.u32 %idx{k}, %idx{}, {BLOCK};\n", k - 1);
+    }
+    unrolled += &load_group(storage, acc, "x", u, idx_of);
+    for k in 0..u {
+        if arg {
+            unrolled += &if with_index_input {
+                format!("    ld.u32 %src{k}, xix[%idx{k}];\n")
+            } else {
+                format!("    sub.u32 %src{k}, %idx{k}, %rowbase;\n")
+            };
+        }
+    }
+    for k in 0..u {
+        unrolled += &c.fold(
+            acc,
+            "%acc",
+            &format!("%x{k}"),
+            "%best",
+            &format!("%src{k}"),
+            "",
+        );
+    }
     let tree_fold = if arg {
         arg_tree_fold(c, acc)
     } else {
@@ -231,6 +346,12 @@ pub fn block_kernel(
     add.u32 %pos, %start, %t;
     mov.{acc} %acc, {init};
     mov.u32 %best, 0;
+UNROLLED:
+    add.u32 %far, %pos, {far};
+    setp.ge.u32 %rest, %far, %stop;
+@%rest bra LOOP;
+{unrolled}    add.u32 %pos, %pos, {step};
+    bra UNROLLED;
 LOOP:
     setp.ge.u32 %end, %pos, %stop;
 @%end bra REDUCE;
@@ -261,6 +382,8 @@ WRITE:
 {final_ix}{store}",
         init = c.init(acc),
         half = BLOCK / 2,
+        far = (BLOCK_UNROLL - 1) * BLOCK,
+        step = BLOCK_UNROLL * BLOCK,
         final_ix = if arg {
             "    ld.u32 %mix, six[0];\n"
         } else {

@@ -1,6 +1,7 @@
 //! Generators of the Atlas ISA kernels behind tensor ops.
 
 pub(crate) mod elementwise;
+pub(crate) mod rows;
 
 use hologram_isa::semantics::Value;
 use hologram_isa::Type;

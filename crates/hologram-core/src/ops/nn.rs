@@ -1,28 +1,110 @@
 //! Neural-network ops built from fused element-wise kernels and reductions: softmax,
 //! log-softmax, layer norm, and the backward ops autograd needs.
 
+use hologram_compiler::patterns::softmax_templates::RowOp;
+
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::rows;
 use crate::tensor::layout::axis as norm_axis;
 use crate::tensor::Tensor;
+use crate::BackendType;
 
 impl Tensor {
-    /// Softmax along `axis` (max-subtracted, so large inputs do not overflow).
+    /// Softmax along `axis` (max-subtracted, so large inputs do not overflow). Over the last
+    /// axis of a float tensor this is one fused kernel; otherwise a composition of reductions and
+    /// element-wise ops.
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let a = norm_axis(axis, self.rank())? as isize;
+        if let Some(y) = self.fused_rows(RowOp::Softmax, a, None)? {
+            return Ok(y);
+        }
         let m = self.max(&[a], true)?;
         let e = self.sub(&m)?.exp()?;
         let s = e.sum(&[a], true)?;
         e.div(&s)
     }
 
-    /// Log-softmax along `axis`.
+    /// Log-softmax along `axis` (fused over the last axis of a float tensor, like
+    /// [`Tensor::softmax`]).
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         let a = norm_axis(axis, self.rank())? as isize;
+        if let Some(y) = self.fused_rows(RowOp::LogSoftmax, a, None)? {
+            return Ok(y);
+        }
         let m = self.max(&[a], true)?;
         let shifted = self.sub(&m)?;
         let lse = shifted.exp()?.sum(&[a], true)?.log()?;
         shifted.sub(&lse)
+    }
+
+    /// The fused row kernel `op` when it applies and pays off: a float tensor, `axis` the last
+    /// one, for the backward ops a gradient of the same shape and dtype, and a GPU backend (the
+    /// CPU runs the composed ops as native loops, faster than the interpreted fused kernel).
+    /// Empty float tensors give an empty result on every backend.
+    fn fused_rows(&self, op: RowOp, axis: isize, grad: Option<&Tensor>) -> Result<Option<Tensor>> {
+        let last = axis as usize + 1 == self.rank();
+        let float = matches!(
+            self.dtype,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16
+        );
+        let matching = grad.is_none_or(|g| {
+            g.shape() == self.shape() && g.dtype == self.dtype && g.exec.same_as(&self.exec)
+        });
+        if float && matching && self.numel() == 0 {
+            // Nothing to compute (the composed form would reduce over an empty axis).
+            return Tensor::zeros(&self.exec, self.shape(), self.dtype).map(Some);
+        }
+        if !(last && float && matching) || self.exec.backend_type() == BackendType::Cpu {
+            return Ok(None);
+        }
+        match self.fused_last_axis(op, grad) {
+            // A backend without an instruction the kernel needs (f64 exp on WGSL): compose.
+            Err(Error::Backend(hologram_backends::BackendError::Unsupported { .. })) => Ok(None),
+            r => r.map(Some),
+        }
+    }
+
+    /// Runs the fused row kernel `op` over the last axis on any backend (what
+    /// [`Tensor::softmax`], [`Tensor::log_softmax`] and their backward ops use on GPUs): `self`
+    /// is the input (forward) or the softmax output `y` (backward, with its gradient `grad` of
+    /// the same shape and dtype). Float tensors of rank 1 or more; empty ones give an empty
+    /// result.
+    pub fn fused_last_axis(&self, op: RowOp, grad: Option<&Tensor>) -> Result<Tensor> {
+        if !matches!(
+            self.dtype,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16
+        ) || self.rank() == 0
+        {
+            return Err(Error::TypeMismatch(format!(
+                "{op:?} needs a float tensor of rank 1 or more, not a rank-{} {}",
+                self.rank(),
+                self.dtype
+            )));
+        }
+        if op.is_backward() != grad.is_some() {
+            return Err(Error::ShapeMismatch(format!(
+                "{op:?} takes {} gradient",
+                if op.is_backward() { "a" } else { "no" }
+            )));
+        }
+        if let Some(g) = grad {
+            self.check_same_executor(g)?;
+            if g.shape() != self.shape() || g.dtype != self.dtype {
+                return Err(Error::ShapeMismatch(format!(
+                    "{op:?}: gradient {} {:?} for an output {} {:?}",
+                    g.dtype,
+                    g.shape(),
+                    self.dtype,
+                    self.shape()
+                )));
+            }
+        }
+        if self.numel() == 0 {
+            return Tensor::zeros(&self.exec, self.shape(), self.dtype);
+        }
+        let inputs: Vec<&Tensor> = std::iter::once(self).chain(grad).collect();
+        rows::run(op, &inputs)
     }
 
     /// Layer normalization over the last `normalized_dims` dimensions, with optional elementwise
@@ -98,16 +180,24 @@ impl Tensor {
         grad.mul(&s)?.mul(&inner)
     }
 
-    /// Gradient of softmax along `axis` given its output `y`: `y · (grad - Σ grad·y)`.
+    /// Gradient of softmax along `axis` given its output `y`: `y · (grad - Σ grad·y)` (one fused
+    /// kernel over the last axis of float tensors of one shape).
     pub fn softmax_backward(y: &Tensor, grad: &Tensor, axis: isize) -> Result<Tensor> {
         let a = norm_axis(axis, y.rank())? as isize;
+        if let Some(dx) = y.fused_rows(RowOp::SoftmaxBackward, a, Some(grad))? {
+            return Ok(dx);
+        }
         let dot = grad.mul(y)?.sum(&[a], true)?;
         y.mul(&grad.sub(&dot)?)
     }
 
-    /// Gradient of log-softmax along `axis` given its output `y`: `grad - exp(y) · Σ grad`.
+    /// Gradient of log-softmax along `axis` given its output `y`: `grad - exp(y) · Σ grad` (fused
+    /// like [`Tensor::softmax_backward`]).
     pub fn log_softmax_backward(y: &Tensor, grad: &Tensor, axis: isize) -> Result<Tensor> {
         let a = norm_axis(axis, y.rank())? as isize;
+        if let Some(dx) = y.fused_rows(RowOp::LogSoftmaxBackward, a, Some(grad))? {
+            return Ok(dx);
+        }
         let s = grad.sum(&[a], true)?;
         grad.sub(&y.exp()?.mul(&s)?)
     }

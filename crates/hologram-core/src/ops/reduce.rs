@@ -8,7 +8,9 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::layout::axis as norm_axis;
 use crate::tensor::{Source, Tensor};
-use hologram_compiler::patterns::reduce_templates::{block_kernel, lane_kernel, Combine, BLOCK};
+use hologram_compiler::patterns::reduce_templates::{
+    block_kernel, lane_kernel, Combine, BLOCK, BLOCK_UNROLL,
+};
 
 /// A reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,8 +31,55 @@ pub enum ReduceOp {
     ArgMin,
 }
 
-/// Rows longer than this are split into chunks reduced by separate blocks.
-const CHUNK: usize = 16 * BLOCK as usize;
+/// Elements one block of the block kernel reduces at least (16 per lane) ...
+const MIN_CHUNK: usize = 16 * BLOCK as usize;
+/// ... and at most (256 per lane).
+const MAX_CHUNK: usize = 256 * BLOCK as usize;
+/// Blocks a large reduction is cut into: enough to fill a big GPU several times over (132 SMs
+/// with 8 blocks each), few enough that the partial results are a small second stage.
+const TARGET_BLOCKS: usize = 4096;
+/// Outputs of the lane kernel below which a long reduced axis is split (each lane then reduces a
+/// slice of it into a partial result): too few lanes cannot keep a GPU's memory busy.
+const LANE_TARGET: usize = 1 << 17;
+/// Elements each lane of a split lane reduction reduces at least.
+const LANE_MIN_LEN: usize = 16;
+
+/// The chunk length of the block kernel for `rows` rows of `rlen` elements: a multiple of one
+/// unrolled step, between [`MIN_CHUNK`] and [`MAX_CHUNK`], aiming at [`TARGET_BLOCKS`] blocks.
+fn chunk_len(rows: usize, rlen: usize) -> usize {
+    let step = (BLOCK * BLOCK_UNROLL) as usize;
+    let want = rows.saturating_mul(rlen).div_ceil(TARGET_BLOCKS);
+    want.clamp(MIN_CHUNK, MAX_CHUNK).next_multiple_of(step)
+}
+
+/// How many slices to cut a reduced axis of `rlen` elements into when only `n_out` lanes would
+/// reduce it: a divisor of `rlen` (so the slices are a reshape) giving at least
+/// [`LANE_TARGET`] lanes where one exists with slices of at least [`LANE_MIN_LEN`] elements,
+/// else the largest such divisor; None when no split helps.
+fn lane_split(n_out: usize, rlen: usize) -> Option<usize> {
+    if n_out >= LANE_TARGET || rlen < 4 * LANE_MIN_LEN {
+        return None;
+    }
+    let want = LANE_TARGET.div_ceil(n_out);
+    let most = rlen / LANE_MIN_LEN;
+    let mut divisors = Vec::new();
+    let mut d = 1;
+    while d * d <= rlen {
+        if rlen % d == 0 {
+            divisors.push(d);
+            divisors.push(rlen / d);
+        }
+        d += 1;
+    }
+    divisors.retain(|&d| (2..=most).contains(&d));
+    divisors
+        .iter()
+        .copied()
+        .filter(|&d| d >= want)
+        .min()
+        .or_else(|| divisors.iter().copied().max())
+        .filter(|&d| d >= 4)
+}
 
 impl Tensor {
     /// Reduces over `axes` (all axes when empty), keeping reduced dimensions as size 1 when
@@ -165,6 +214,35 @@ impl Tensor {
         let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
         let is_arg = matches!(combine, Combine::ArgMax | Combine::ArgMin);
         if inner > 1 || rlen < BLOCK as usize {
+            if let Some(parts) = lane_split(n_out, rlen).filter(|_| !is_arg) {
+                // Few outputs over a long axis: partial results over slices of the axis (in the
+                // accumulator type), then the partials.
+                let part_dt = DType::from_type(acc).unwrap_or(out_dt);
+                let partial = Tensor::uninit(&self.exec, &[outer, parts, inner], part_dt)?;
+                let (ps, _) = partial.storage()?;
+                let kernel = self.exec.assemble(&lane_kernel(combine, st, acc, acc))?;
+                let lanes = n_out * parts;
+                let args = [
+                    KernelArg::Buffer(storage.arg(0, storage.bytes)),
+                    KernelArg::Buffer(ps.arg(0, ps.bytes)),
+                    u(layout.offset),
+                    u(rlen / parts),
+                    u(inner),
+                    u(lanes),
+                ];
+                self.exec.launch(
+                    &kernel,
+                    &LaunchConfig::for_elements(lanes as u64, 256),
+                    &args,
+                )?;
+                let r = partial.reduce_axis(op, 1)?;
+                let r = if r.dtype == out_dt {
+                    r
+                } else {
+                    r.cast(out_dt)?
+                };
+                return r.reshape(&out_shape.iter().map(|&d| d as isize).collect::<Vec<_>>());
+            }
             // One lane per output.
             let out = Tensor::uninit(
                 &self.exec,
@@ -197,11 +275,13 @@ impl Tensor {
             };
         }
         // Rows are contiguous (inner == 1): blocks of lanes per row chunk, then the partials.
-        let chunks = rlen.div_ceil(CHUNK);
+        let clen = chunk_len(outer, rlen);
+        let chunks = rlen.div_ceil(clen);
         let mut stage_storage = storage;
         let mut stage_off = layout.offset;
         let mut stage_len = rlen;
         let mut stage_chunks = chunks;
+        let mut stage_clen = clen;
         let mut stage_ty = st;
         let mut index_input: Option<Tensor> = None;
         loop {
@@ -237,7 +317,7 @@ impl Tensor {
                 let (s, _) = ix.storage()?;
                 args.push(KernelArg::Buffer(s.arg(0, s.bytes)));
             }
-            args.extend([u(stage_off), u(stage_len), u(stage_chunks), u(CHUNK)]);
+            args.extend([u(stage_off), u(stage_len), u(stage_chunks), u(stage_clen)]);
             let grid = u32::try_from(blocks)
                 .map_err(|_| Error::ShapeMismatch("too many rows to reduce".into()))?;
             self.exec
@@ -254,7 +334,8 @@ impl Tensor {
             stage_storage = vals.storage()?.0;
             stage_off = 0;
             stage_len = stage_chunks;
-            stage_chunks = stage_len.div_ceil(CHUNK);
+            stage_clen = chunk_len(outer, stage_len);
+            stage_chunks = stage_len.div_ceil(stage_clen);
             stage_ty = acc;
             index_input = ixs;
         }

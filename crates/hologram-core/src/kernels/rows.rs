@@ -1,0 +1,49 @@
+//! Launching the fused row kernels (softmax, log-softmax and their backward ops over the last
+//! axis) of [`hologram_compiler::patterns::softmax_templates`].
+
+use hologram_backends::{KernelArg, LaunchConfig};
+use hologram_compiler::patterns::softmax_templates::{row_kernel, row_plan, RowOp, ROW_BLOCK};
+use hologram_isa::semantics::Value;
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// Runs `op` over the last axis of `inputs` (one tensor forward; `y` then `g` backward, all of
+/// one shape and float dtype, non-empty) and returns the result, contiguous. Inputs may be lazy
+/// or strided views: they are made contiguous first.
+pub(crate) fn run(op: RowOp, inputs: &[&Tensor]) -> Result<Tensor> {
+    let first = inputs
+        .first()
+        .ok_or_else(|| Error::Program("internal: a row kernel without inputs".into()))?;
+    let (exec, dtype, shape) = (first.executor(), first.dtype(), first.shape().to_vec());
+    let cols = shape.last().copied().unwrap_or(1);
+    let rows = first.numel().checked_div(cols).unwrap_or(0);
+    let out = Tensor::uninit(exec, &shape, dtype)?;
+    let u32_of = |v: usize| -> Result<KernelArg> {
+        u32::try_from(v)
+            .map(|v| KernelArg::Scalar(Value::U32(v)))
+            .map_err(|_| Error::ShapeMismatch(format!("{shape:?} is too large for a row kernel")))
+    };
+    let mut buffers = Vec::new();
+    let mut offsets = Vec::new();
+    for t in inputs {
+        let (s, layout) = t.contiguous()?.storage()?;
+        buffers.push(KernelArg::Buffer(s.arg(0, s.bytes)));
+        offsets.push(u32_of(layout.offset)?);
+    }
+    let (os, _) = out.storage()?;
+    buffers.push(KernelArg::Buffer(os.arg(0, os.bytes)));
+    let mut args = buffers;
+    args.extend(offsets);
+    args.push(u32_of(rows)?);
+    args.push(u32_of(cols)?);
+    let (g, resident) = row_plan(cols);
+    let blocks = rows.div_ceil((ROW_BLOCK / g) as usize);
+    let grid = u32::try_from(blocks)
+        .map_err(|_| Error::ShapeMismatch(format!("{shape:?} has too many rows")))?;
+    if grid > 0 {
+        let kernel = exec.assemble(&row_kernel(op, dtype.storage(), g, resident))?;
+        exec.launch(&kernel, &LaunchConfig::linear(grid, ROW_BLOCK), &args)?;
+    }
+    Ok(out)
+}

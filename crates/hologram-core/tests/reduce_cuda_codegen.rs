@@ -1,0 +1,150 @@
+//! The reduction and fused row (softmax) templates that tensor ops launch, through the CUDA code
+//! generator (canonical form, as the CUDA backend compiles them), and through NVRTC for
+//! `compute_90` when it is present: without NVRTC that part is skipped with a message unless
+//! `HOLOGRAM_REQUIRE_NVRTC=1`. The backends' own codegen test covers the conformance suite, not
+//! these templates. `HOLOGRAM_CUDA_DUMP=DIR` writes every generated source to DIR.
+
+#![cfg(feature = "cuda")]
+
+use hologram_backends::cuda::codegen::{generate, CodegenOptions};
+use hologram_compiler::patterns::reduce_templates::{block_kernel, lane_kernel, Combine};
+use hologram_compiler::patterns::softmax_templates::{row_kernel, RowOp};
+use hologram_isa::Type;
+
+/// Every template text with a name: each combine over the dtypes tensors use, every row op
+/// over the float types and group sizes.
+fn templates() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let combines = [
+        Combine::Sum,
+        Combine::Prod,
+        Combine::Max,
+        Combine::Min,
+        Combine::ArgMax,
+        Combine::ArgMin,
+    ];
+    for c in combines {
+        for (s, a, o) in [
+            (Type::F32, Type::F32, Type::F32),
+            (Type::F16, Type::F32, Type::F16),
+            (Type::BF16, Type::F32, Type::F32),
+            (Type::F64, Type::F64, Type::F64),
+            (Type::I32, Type::I64, Type::I64),
+            (Type::U8, Type::U8, Type::U8),
+        ] {
+            out.push((format!("lane_{c:?}_{s}"), lane_kernel(c, s, a, o)));
+            out.push((format!("block_{c:?}_{s}"), block_kernel(c, s, a, o, false)));
+            if c.is_arg() {
+                out.push((
+                    format!("block_ix_{c:?}_{a}"),
+                    block_kernel(c, a, a, a, true),
+                ));
+            }
+        }
+    }
+    for op in [
+        RowOp::Softmax,
+        RowOp::LogSoftmax,
+        RowOp::SoftmaxBackward,
+        RowOp::LogSoftmaxBackward,
+    ] {
+        for s in [Type::F32, Type::F16, Type::BF16, Type::F64] {
+            for (g, resident) in [(32, 0), (128, 0), (256, 0), (32, 3), (128, 8), (256, 16)] {
+                out.push((
+                    format!("rows_{op:?}_{s}_{g}_{resident}"),
+                    row_kernel(op, s, g, resident),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// CUDA C of every template, checked (as launched by default) and unchecked.
+fn sources() -> Vec<(String, String)> {
+    let dump = std::env::var_os("HOLOGRAM_CUDA_DUMP").map(std::path::PathBuf::from);
+    let mut out = Vec::new();
+    for (name, text) in templates() {
+        let k = hologram_isa::assemble(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+        let (k, _) = hologram_compiler::canonicalize(&k);
+        for opts in [
+            CodegenOptions::default(),
+            CodegenOptions {
+                bounds_checks: false,
+                ..CodegenOptions::default()
+            },
+        ] {
+            let code = generate(&k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let name = format!("{name}.{}", opts.tag());
+            if let Some(dir) = &dump {
+                std::fs::create_dir_all(dir).expect("dump dir");
+                std::fs::write(dir.join(format!("{name}.cu")), &code).expect("dump written");
+            }
+            out.push((name, code));
+        }
+    }
+    out
+}
+
+#[test]
+fn templates_generate_cuda_c() {
+    let all = sources();
+    assert!(all.len() >= 2 * (6 * 6 * 2 + 2 * 6 + 4 * 4 * 6));
+    for (name, code) in &all {
+        assert!(code.contains("hologram_kernel"), "{name}");
+        // The unrolled loop issues all its loads before the first one is used.
+        if name.starts_with("block_Sum_f32") {
+            let body = &code[code.find("__global__").unwrap_or(0)..];
+            let eighth_load = body.match_indices("= p0[hg_x];").nth(7).map(|(i, _)| i);
+            let first_add = body.find("hg_add_f32(");
+            assert!(
+                matches!((eighth_load, first_add), (Some(l), Some(a)) if l < a),
+                "{name}: loads and folds interleave\n{code}"
+            );
+        }
+    }
+}
+
+#[test]
+fn templates_compile_with_nvrtc() {
+    use hologram_backends::cuda::nvrtc::{self, Output};
+    let required = std::env::var("HOLOGRAM_REQUIRE_NVRTC").as_deref() == Ok("1");
+    match nvrtc::version() {
+        Ok((major, minor)) => println!("NVRTC {major}.{minor}"),
+        Err(e) => {
+            assert!(
+                !required,
+                "HOLOGRAM_REQUIRE_NVRTC=1 but NVRTC is unusable: {e}"
+            );
+            println!("skipped: {e}");
+            return;
+        }
+    }
+    let jobs = std::sync::Arc::new(sources());
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (jobs, next) = (jobs.clone(), next.clone());
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((name, code)) = jobs.get(i) else {
+                        break;
+                    };
+                    if let Err(e) = nvrtc::compile(name, code, "compute_90", Output::Ptx) {
+                        failures.push(format!("{name}: {e}"));
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    let failures: Vec<String> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("worker"))
+        .collect();
+    println!("{} sources compiled with NVRTC", jobs.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
