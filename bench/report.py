@@ -216,7 +216,8 @@ def report(paths, out_dir, title, command):
 
     md = [f"# {title}", ""]
     md.append("Medians of repeated runs after warm-up, every implementation timed in the same process, "
-              "interleaved (round-robin) so each sees the same machine state. Ratios are peer time / "
+              "taking turns in short blocks of back-to-back runs (the first run of each block uncounted) "
+              "so each sees the same machine state. Ratios are peer time / "
               "Hologram time: **above 1 Hologram is faster, below 1 it is slower**. Rates count the bytes "
               "each op must read and write (GB/s) or 2n³ flops (matmul).")
     if copy_ceiling:

@@ -1,7 +1,7 @@
 """Hologram against NumPy, PyTorch (eager and torch.compile) and CuPy, in one process run.
 
-Every workload is timed for every implementation in the same run, interleaved size by size, as
-the median of repeated runs after warm-up (each timed run waits for its device). Results go to
+Every workload is timed for every implementation in the same run, taking turns in short blocks,
+as the median of repeated runs after warm-up (each timed run waits for its device). Results go to
 a JSON file that bench/report.py turns into the Markdown report and plots.
 
     python bench/run.py --device cpu  --out bench/results/cpu-2core-epyc/results.json
@@ -20,9 +20,16 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+# Idle worker threads must not spin on the cores the next library needs (on a 2-core machine
+# OpenBLAS's and OpenMP's busy-waiting after a call halves whoever runs next). Set before the
+# libraries load; recorded with the machine.
+THREAD_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+for _k, _v in THREAD_ENV.items():
+    os.environ.setdefault(_k, _v)
 
-import hologram as hg
+import numpy as np  # noqa: E402
+
+import hologram as hg  # noqa: E402
 
 try:
     import torch
@@ -43,9 +50,11 @@ def measure(fn, sync=lambda: None, warmup=3, reps=11, budget_s=3.0):
     return measure_interleaved({"_": (fn, sync)}, warmup, reps, budget_s)["_"]
 
 
-def measure_interleaved(cases, warmup=3, reps=11, budget_s=3.0):
-    """Median and minimum seconds of each case, timed round-robin so that every implementation
-    sees the same machine state (frequency, other load) over the run.
+def measure_interleaved(cases, warmup=3, reps=11, budget_s=3.0, block=3):
+    """Median and minimum seconds of each case. Implementations take turns in blocks of `block`
+    back-to-back runs, so every one sees the same machine state (frequency, other load) over the
+    run; the first run of a block is not counted, because on a small machine it pays for the
+    previous library's threads still spinning and its data leaving the caches.
 
     `cases` maps a name to `(fn, sync)`; a case whose warm-up raises is reported as the error
     string instead of timings, so one failing implementation does not lose the others.
@@ -61,13 +70,17 @@ def measure_interleaved(cases, warmup=3, reps=11, budget_s=3.0):
             out[name] = f"{type(e).__name__}: {e}"
     times = {name: [] for name in live}
     start = now()
-    for r in range(reps):
+    counted = max(1, block - 1)
+    for r in range(max(1, reps // counted)):
         for name, (fn, sync) in live.items():
-            t = now()
             fn()
             sync()
-            times[name].append(now() - t)
-        if now() - start > budget_s and r >= 2:
+            for _ in range(counted):
+                t = now()
+                fn()
+                sync()
+                times[name].append(now() - t)
+        if now() - start > budget_s and r >= 1:
             break
     for name, ts in times.items():
         out[name] = (statistics.median(ts), min(ts))
@@ -76,7 +89,8 @@ def measure_interleaved(cases, warmup=3, reps=11, budget_s=3.0):
 
 def machine(device):
     info = {"platform": platform.platform(), "python": platform.python_version(), "cores": os.cpu_count(),
-            "numpy": np.__version__, "hologram": hg.__version__}
+            "numpy": np.__version__, "hologram": hg.__version__,
+            "thread_env": {k: os.environ.get(k) for k in THREAD_ENV}}
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):

@@ -49,7 +49,7 @@ step() {
 # toolkit, or Python wheels (torch's nvidia-* packages), whichever is found first.
 find_lib() {
     local name=$1 dir
-    if ldconfig -p 2>/dev/null | grep -q "$name"; then return 0; fi
+    if ldconfig -p 2>/dev/null | grep "$name" >/dev/null; then return 0; fi
     local ldp=${LD_LIBRARY_PATH:-}
     for dir in ${ldp//:/ } /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
         if ls "$dir/$name"* >/dev/null 2>&1; then export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"; return 0; fi
@@ -125,6 +125,10 @@ if [ -x "$BUNDLE/ops" ]; then
     if HOLOGRAM_TEST_BACKENDS=cuda step ops 120 "$BUNDLE/ops" --test-threads=4; then s=ok; else s=FAIL; fi
     record "op test suite on CUDA" "$s" "$(grep -E '^test result' "$SCRATCH/ops.out" | tr '\n' ' ')"
 fi
+if [ -x "$BUNDLE/reduce_softmax" ]; then
+    if HOLOGRAM_TEST_BACKENDS=cuda step reducesoftmax 120 "$BUNDLE/reduce_softmax" --test-threads=4; then s=ok; else s=FAIL; fi
+    record "reductions and fused softmax on CUDA" "$s" "$(grep -E '^test result' "$SCRATCH/reducesoftmax.out" | tr '\n' ' ')"
+fi
 
 # 9. Cache statistics: a sample workload twice per backend.
 if step stats 60 "$H" info --stats; then s=ok; else s=FAIL; fi
@@ -136,7 +140,8 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg-$(id -u)}
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 NV_ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -f "$NV_ICD" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then export VK_DRIVER_FILES=$NV_ICD; fi
-if ldconfig -p | grep -q libvulkan; then
+# (grep without -q: with pipefail, grep -q's early exit can fail the pipeline through SIGPIPE)
+if ldconfig -p | grep libvulkan >/dev/null; then
     if step vulkan 150 "$H" conformance --backend vulkan --dir "$CONF"; then s=ok; else s=FAIL; fi
     record "conformance on wgpu (Vulkan, NVIDIA)" "$s" "$(grep -E '^[0-9]+ tests:' "$SCRATCH/vulkan.out"; grep -m1 '^conformance on' "$SCRATCH/vulkan.out")"
     # The same vector-add kernel over 2^24 f32 on CUDA, Vulkan and the CPU, in one run.

@@ -119,7 +119,7 @@ def test_mlp_training_on_cuda_matches_torch_nn():
     def train(nn):
         torch.manual_seed(0)
         model = torch.nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)).cuda()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
         gen = torch.Generator(device="cuda").manual_seed(1)
         x = torch.randn(512, 32, device="cuda", generator=gen)
         t = x[:, :4].argmax(1)
@@ -135,5 +135,5 @@ def test_mlp_training_on_cuda_matches_torch_nn():
         return losses
 
     ours, ref = train(hgt.nn), train(torch.nn)
-    assert ours[-1] < 0.8 * ours[0], ours
     np.testing.assert_allclose(ours, ref, rtol=2e-3, atol=1e-4)
+    assert ours[-1] < 0.5 * ours[0], ours
