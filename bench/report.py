@@ -215,9 +215,12 @@ def report(paths, out_dir, title, command):
     os.makedirs(out_dir, exist_ok=True)
 
     md = [f"# {title}", ""]
+    # Runs that record thread_env took turns in blocks; earlier ones alternated run by run.
+    blocks = any("thread_env" in data.get("machine", {}) for _, data in runs)
+    turns = ("taking turns in short blocks of back-to-back runs (the first run of each block uncounted)"
+             if blocks else "interleaved (round-robin)")
     md.append("Medians of repeated runs after warm-up, every implementation timed in the same process, "
-              "taking turns in short blocks of back-to-back runs (the first run of each block uncounted) "
-              "so each sees the same machine state. Ratios are peer time / "
+              f"{turns} so each sees the same machine state. Ratios are peer time / "
               "Hologram time: **above 1 Hologram is faster, below 1 it is slower**. Rates count the bytes "
               "each op must read and write (GB/s) or 2n³ flops (matmul).")
     if copy_ceiling:
