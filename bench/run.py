@@ -151,7 +151,10 @@ class Bench:
     def sizes(self, lo, hi_cpu, hi_gpu):
         hi = hi_gpu if self.gpu else hi_cpu
         step = 4 if not self.quick else 7
-        return [1 << k for k in range(lo, hi + 1, step)] + ([1 << hi] if (hi - lo) % step else [])
+        ks = set(range(lo, hi + 1, step)) | {hi}
+        if not self.quick and lo <= 20 <= hi:
+            ks.add(20)  # the op-suite issue's reference sizes are 2^20 and 2^24
+        return [1 << k for k in sorted(ks)]
 
     def free(self):
         self.ex.empty_cache()

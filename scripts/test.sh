@@ -68,6 +68,9 @@ if [ -z "$NVRTC_SO" ]; then
 fi
 LD_LIBRARY_PATH="$(cd "$(dirname "$NVRTC_SO")" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     HOLOGRAM_REQUIRE_NVRTC=1 cargo test -p hologram-backends --features cuda --test cuda_codegen
+# The tensor library's reduction and softmax templates, in every variant.
+LD_LIBRARY_PATH="$(cd "$(dirname "$NVRTC_SO")" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    HOLOGRAM_REQUIRE_NVRTC=1 cargo test -p hologram-core --features cuda --test reduce_cuda_codegen
 
 step "CUDA codegen: generated code run on the host (conformance suite and cross-check vs the CPU)"
 cargo test -p hologram-conformance --test cuda_emulation -- --ignored

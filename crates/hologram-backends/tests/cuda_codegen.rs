@@ -110,31 +110,7 @@ fn every_generated_program_compiles_with_nvrtc() {
             })
         })
         .collect();
-    let jobs = std::sync::Arc::new(jobs);
-    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
-    let workers: Vec<_> = (0..threads)
-        .map(|_| {
-            let (jobs, next) = (jobs.clone(), next.clone());
-            std::thread::spawn(move || {
-                let mut failures = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some((name, code)) = jobs.get(i) else {
-                        break;
-                    };
-                    if let Err(e) = nvrtc::compile(name, code, "compute_90", Output::Ptx) {
-                        failures.push(format!("{name}: {e}"));
-                    }
-                }
-                failures
-            })
-        })
-        .collect();
-    let failures: Vec<String> = workers
-        .into_iter()
-        .flat_map(|w| w.join().expect("worker"))
-        .collect();
+    let failures = nvrtc::compile_all(&jobs, "compute_90", Output::Ptx);
     println!("{} sources compiled with NVRTC", jobs.len());
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

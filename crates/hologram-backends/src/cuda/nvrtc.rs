@@ -100,3 +100,36 @@ unsafe fn binary(
         }
     }
 }
+
+/// Compiles many `(name, source)` pairs on a few threads (NVRTC is thread-safe) and returns the
+/// failures as `"name: error"` texts, for checks that compile every generated program.
+pub fn compile_all(sources: &[(String, String)], arch: &str, output: Output) -> Vec<String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failures = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((name, code)) = sources.get(i) else {
+                            break;
+                        };
+                        if let Err(e) = compile(name, code, arch, output) {
+                            failures.push(format!("{name}: {e}"));
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| vec!["an NVRTC worker thread panicked".into()])
+            })
+            .collect()
+    })
+}
