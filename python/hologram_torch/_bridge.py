@@ -5,8 +5,11 @@ from __future__ import annotations
 import threading
 
 import torch
+from torch.utils.dlpack import from_dlpack as _from_dlpack
+from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 import hologram as hg
+from hologram import _native
 
 _default = threading.local()
 
@@ -36,6 +39,13 @@ def resolve(executor, tensors) -> hg.Executor:
 def to_hg(x: torch.Tensor, executor: hg.Executor) -> hg.Tensor:
     """A Hologram view of a torch tensor (zero-copy when the executor can see its memory)."""
     x = x.detach()
+    if x.device.type == "cpu" and executor.backend == "cpu":
+        # Host memory needs no stream handshake: hand torch's capsule over directly, which skips
+        # the Python-level __dlpack__/__dlpack_device__ protocol (about 12 µs of each op).
+        try:
+            return hg.Tensor._wrap(_native.from_dlpack(_to_dlpack(x), executor._e, None))
+        except (RuntimeError, hg.HologramError):
+            pass  # e.g. a conjugated view or a dtype DLPack lacks: the protocol path says why
     if x.device.type == "cuda" and executor.backend != "cuda":
         x = x.cpu()
     t = hg.from_dlpack(x)
@@ -47,6 +57,8 @@ def to_hg(x: torch.Tensor, executor: hg.Executor) -> hg.Tensor:
 def to_torch(t: hg.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A torch tensor of a Hologram result, on ``like``'s device (zero-copy when possible)."""
     t = t.realize()
+    if like.device.type == "cpu" and t.device == "cpu":
+        return _from_dlpack(t._t.__dlpack__(None))
     if like.device.type == "cuda" and t.device != "cuda":
         return torch.from_dlpack(t.to("cpu")).to(like.device)
     if like.device.type == "cpu" and t.device not in ("cpu",):
