@@ -61,15 +61,14 @@ def _linear(x, w, b=None):
 
 
 def _gelu(x, approximate="none"):
-    if approximate != "none":
-        raise NotImplementedError("tanh-approximated GELU")
-    return x.gelu()
+    return _exact_gelu(x, approximate).gelu()
 
 
-def _exact_gelu(approximate):
+def _exact_gelu(x, approximate):
+    """``x``, when the GELU asked for is the exact one (the tanh form falls back to eager)."""
     if approximate != "none":
         raise NotImplementedError("tanh-approximated GELU")
-    return True
+    return x
 
 
 def _no_dtype(x, dtype):
@@ -122,7 +121,7 @@ _AUTOGRAD_FUNCTIONS = {
     TF.linear: lambda x, w, b=None: F.linear(x, w, b),
     operator.matmul: F.matmul, torch.matmul: F.matmul,
     TF.mse_loss: lambda a, b, *r, **k: F.mse_loss(a, b),
-    TF.gelu: lambda x, approximate="none": _exact_gelu(approximate) and F.gelu(x),
+    TF.gelu: lambda x, approximate="none": F.gelu(_exact_gelu(x, approximate)),
     TF.softmax: lambda x, dim=-1, _stacklevel=3, dtype=None: F.softmax(_no_dtype(x, dtype), dim=dim),
     torch.softmax: lambda x, dim=-1, dtype=None: F.softmax(_no_dtype(x, dtype), dim=dim),
     TF.log_softmax: lambda x, dim=-1, _stacklevel=3, dtype=None: F.log_softmax(_no_dtype(x, dtype), dim=dim),
