@@ -24,6 +24,10 @@ log = logging.getLogger("hologram_torch.compile")
 _warned: set = set()
 
 
+class _NoLowering(Exception):
+    """A node Hologram cannot run as asked (the message says why): it runs in eager PyTorch."""
+
+
 def _reason_once(target, reason):
     key = (str(target), reason)
     if key not in _warned:
@@ -48,11 +52,11 @@ def _binary(name):
 
 
 def _softmax(x, dim=-1, _stacklevel=3, dtype=None):
-    return x.softmax(dim)
+    return _no_dtype(x, dtype).softmax(dim)
 
 
 def _log_softmax(x, dim=-1, _stacklevel=3, dtype=None):
-    return x.log_softmax(dim)
+    return _no_dtype(x, dtype).log_softmax(dim)
 
 
 def _linear(x, w, b=None):
@@ -67,13 +71,13 @@ def _gelu(x, approximate="none"):
 def _exact_gelu(x, approximate):
     """``x``, when the GELU asked for is the exact one (the tanh form falls back to eager)."""
     if approximate != "none":
-        raise NotImplementedError("tanh-approximated GELU")
+        raise _NoLowering("tanh-approximated GELU")
     return x
 
 
 def _no_dtype(x, dtype):
     if dtype is not None and dtype != x.dtype:
-        raise NotImplementedError(f"softmax with a dtype cast to {dtype}")
+        raise _NoLowering(f"softmax with a dtype cast to {dtype}")
     return x
 
 
@@ -183,7 +187,7 @@ class _Runner:
                     if autograd:
                         return fn(*load(node.args, as_torch), **load(node.kwargs, as_torch))
                     return fn(*load(node.args, as_hg), **load(node.kwargs, as_hg))
-                except (NotImplementedError, TypeError, hg.HologramError) as e:
+                except (_NoLowering, TypeError, hg.HologramError) as e:
                     _reason_once(target, str(e))
             else:
                 _reason_once(target, "no Hologram lowering")
@@ -193,7 +197,7 @@ class _Runner:
             if fn is not None:
                 try:
                     return fn(*load(node.args, as_hg), **load(node.kwargs, as_hg))
-                except (NotImplementedError, TypeError, hg.HologramError) as e:
+                except (_NoLowering, TypeError, hg.HologramError) as e:
                     _reason_once(target, str(e))
             self_, *rest = load(node.args, as_torch)
             return getattr(self_, target)(*rest, **load(node.kwargs, as_torch))

@@ -215,3 +215,19 @@ def test_compile_training_lowers_gelu_layer_norm_softmax(monkeypatch):
     (want * torch.arange(4.0)).sum().backward()
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-5)
+
+
+def test_compile_softmax_with_dtype_falls_back_to_eager(monkeypatch):
+    """softmax(x, dtype=...) casts; Hologram's lowering does not, so the node runs in eager
+    PyTorch with the reason given, and the result keeps the requested dtype."""
+    import hologram_torch.compile as hc
+
+    fallbacks = []
+    monkeypatch.setattr(hc, "_reason_once", lambda target, reason: fallbacks.append(reason))
+    f = torch.compile(lambda x: torch.softmax(x * 2, dim=-1, dtype=torch.float64), backend="hologram")
+    x = torch.randn(3, 5)
+    with torch.no_grad():
+        out = f(x)
+    assert out.dtype == torch.float64
+    assert torch.allclose(out, torch.softmax(x * 2, dim=-1, dtype=torch.float64))
+    assert any("dtype" in r for r in fallbacks), fallbacks
