@@ -175,6 +175,20 @@ pub mod activation {
 pub mod loss {
     use super::*;
 
+    /// `loss(pred, target)` over the first `n` elements, stored in `out[0]` and returned.
+    fn elementwise_loss<T: Element>(
+        exec: &Executor,
+        pred: &Buffer<T>,
+        target: &Buffer<T>,
+        out: &Buffer<T>,
+        n: usize,
+        loss: fn(&Tensor, &Tensor) -> Result<Tensor>,
+    ) -> Result<f64> {
+        let r = loss(&view(exec, pred, n)?, &view(exec, target, n)?)?.reshape(&[1])?;
+        store(exec, &r, out, 1)?;
+        r.item()
+    }
+
     /// Mean squared error of the first `n` elements.
     pub fn mse<T: Element>(
         exec: &Executor,
@@ -183,11 +197,7 @@ pub mod loss {
         out: &Buffer<T>,
         n: usize,
     ) -> Result<f64> {
-        let r = view(exec, pred, n)?
-            .mse_loss(&view(exec, target, n)?)?
-            .reshape(&[1])?;
-        store(exec, &r, out, 1)?;
-        r.item()
+        elementwise_loss(exec, pred, target, out, n, Tensor::mse_loss)
     }
 
     /// Mean cross-entropy of `batch` rows of `classes` logits against class indexes (given as
@@ -216,11 +226,7 @@ pub mod loss {
         out: &Buffer<T>,
         n: usize,
     ) -> Result<f64> {
-        let r = view(exec, pred, n)?
-            .binary_cross_entropy(&view(exec, target, n)?)?
-            .reshape(&[1])?;
-        store(exec, &r, out, 1)?;
-        r.item()
+        elementwise_loss(exec, pred, target, out, n, Tensor::binary_cross_entropy)
     }
 }
 

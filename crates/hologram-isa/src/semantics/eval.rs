@@ -9,64 +9,8 @@ use super::value::Value;
 use crate::inst::{BinaryOp, CmpOp, TernaryOp, UnaryOp};
 use crate::types::Type;
 
-/// Applies `$f` to the payload of a numeric value, with `$T` its Rust type.
-macro_rules! on_num {
-    ($v:expr, |$x:ident: $T:ident| $body:expr) => {
-        match $v {
-            Value::I8($x) => {
-                type $T = i8;
-                $body
-            }
-            Value::I16($x) => {
-                type $T = i16;
-                $body
-            }
-            Value::I32($x) => {
-                type $T = i32;
-                $body
-            }
-            Value::I64($x) => {
-                type $T = i64;
-                $body
-            }
-            Value::U8($x) => {
-                type $T = u8;
-                $body
-            }
-            Value::U16($x) => {
-                type $T = u16;
-                $body
-            }
-            Value::U32($x) => {
-                type $T = u32;
-                $body
-            }
-            Value::U64($x) => {
-                type $T = u64;
-                $body
-            }
-            Value::F16($x) => {
-                type $T = f16;
-                $body
-            }
-            Value::BF16($x) => {
-                type $T = bf16;
-                $body
-            }
-            Value::F32($x) => {
-                type $T = f32;
-                $body
-            }
-            Value::F64($x) => {
-                type $T = f64;
-                $body
-            }
-            Value::Pred(_) => None,
-        }
-    };
-}
-
-/// Like `on_num!` for integer values only.
+/// Applies `$body` to the payload of an integer value, with `$T` its Rust type; `None` for
+/// anything else.
 macro_rules! on_int {
     ($v:expr, |$x:ident: $T:ident| $body:expr) => {
         match $v {
@@ -103,6 +47,31 @@ macro_rules! on_int {
                 $body
             }
             _ => None,
+        }
+    };
+}
+
+/// Like `on_int!` for every numeric value (integers and floats); `None` for predicates.
+macro_rules! on_num {
+    ($v:expr, |$x:ident: $T:ident| $body:expr) => {
+        match $v {
+            Value::F16($x) => {
+                type $T = f16;
+                $body
+            }
+            Value::BF16($x) => {
+                type $T = bf16;
+                $body
+            }
+            Value::F32($x) => {
+                type $T = f32;
+                $body
+            }
+            Value::F64($x) => {
+                type $T = f64;
+                $body
+            }
+            other => on_int!(other, |$x: $T| $body),
         }
     };
 }
