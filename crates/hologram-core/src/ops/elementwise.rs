@@ -133,7 +133,7 @@ impl Tensor {
             Rhs::Tensor(t) => (t.dtype, Some(t)),
             Rhs::Scalar(v) => {
                 let dt = scalar_dtype(self.dtype, v);
-                return self.binary_scalar(f, v, dt);
+                return self.binary_scalar(f, v, dt, false);
             }
         };
         let Some(other) = other else {
@@ -155,7 +155,8 @@ impl Tensor {
         )
     }
 
-    fn binary_scalar(&self, f: BinaryFn, v: f64, sdt: DType) -> Result<Tensor> {
+    /// `self OP v`, or `v OP self` when `reversed`, with the scalar of dtype `sdt`.
+    fn binary_scalar(&self, f: BinaryFn, v: f64, sdt: DType, reversed: bool) -> Result<Tensor> {
         let dtype = DType::promote(self.dtype, sdt);
         check_binary(f, dtype)?;
         let shape = self.shape().to_vec();
@@ -166,7 +167,8 @@ impl Tensor {
             |g, r| {
                 let a = cast_node(g, r[0], dtype);
                 let b = cast_node(g, r[1], dtype);
-                g.push(Node::Binary(f, a, b), dtype)
+                let (l, r) = if reversed { (b, a) } else { (a, b) };
+                g.push(Node::Binary(f, l, r), dtype)
             },
             &[(v, dtype)],
         )
@@ -174,20 +176,7 @@ impl Tensor {
 
     /// `scalar OP self` (for non-commutative ops such as `2 - x`, `1 / x`).
     pub fn rbinary(&self, f: BinaryFn, v: f64) -> Result<Tensor> {
-        let dtype = DType::promote(self.dtype, scalar_dtype(self.dtype, v));
-        check_binary(f, dtype)?;
-        let shape = self.shape().to_vec();
-        combine(
-            &[self],
-            &shape,
-            dtype,
-            |g, r| {
-                let a = cast_node(g, r[0], dtype);
-                let b = cast_node(g, r[1], dtype);
-                g.push(Node::Binary(f, b, a), dtype)
-            },
-            &[(v, dtype)],
-        )
+        self.binary_scalar(f, v, scalar_dtype(self.dtype, v), true)
     }
 
     /// Element-wise comparison, giving a bool tensor.
