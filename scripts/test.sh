@@ -7,8 +7,13 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "toolchain"
+step "toolchain and disk"
 cargo --version
+# A clean run needs about 12 GB (target/ and torch); say so up front rather than fail late.
+df -h . | tail -1
+# Incremental caches only help repeated edits and take gigabytes; pip's cache would hold a
+# second copy of torch's wheels.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}" PIP_NO_CACHE_DIR="${PIP_NO_CACHE_DIR:-1}"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 step "Vulkan loader and Mesa's lavapipe (software Vulkan) for the wgpu backend's tests"

@@ -530,6 +530,7 @@ mod avx2 {
 
 /// True when the AVX2+FMA lane functions run (detected once; `HOLOGRAM_CPU_SIMD=portable`
 /// forces the portable ones).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // only x86_64 has a second family
 pub(crate) fn simd_level() -> &'static str {
     static LEVEL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
     LEVEL.get_or_init(|| {
