@@ -942,9 +942,29 @@ fn library_paths_and_the_interpreter_agree_bit_for_bit() {
         std::sync::Arc::new(hologram_backends::CpuBackend::interpreter_only()),
     );
     let mut rng = Rng(7);
-    for dt in [DType::F32, DType::F16, DType::F64, DType::I32] {
-        for shape in [vec![3, 1000], vec![5000], vec![7, 3, 9], vec![2, 40000]] {
-            let a = random_arr(&mut rng, &shape, dt, -3.0, 3.0);
+    for dt in [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32] {
+        // Row kernels: 1000 and 1500 columns are held in registers (8 and 12 per lane), 4096
+        // at the most (16), 9 with one per lane; 5000 and 40000 are read once per pass.
+        for shape in [
+            vec![3, 1000],
+            vec![5000],
+            vec![7, 3, 9],
+            vec![2, 40000],
+            vec![3, 1500],
+            vec![2, 4096],
+        ] {
+            let mut a = random_arr(&mut rng, &shape, dt, -3.0, 3.0);
+            if dt.is_float() {
+                // A row with an infinity, one with a NaN, one all -inf.
+                let cols = *shape.last().unwrap();
+                a.data[1] = f64::INFINITY;
+                if a.data.len() >= 2 * cols {
+                    a.data[cols + 2] = f64::NAN;
+                }
+                if shape.len() == 3 {
+                    a.data[2 * cols..3 * cols].fill(f64::NEG_INFINITY);
+                }
+            }
             let results = |exec: &Executor| -> Vec<Vec<u8>> {
                 let t = upload(exec, &a, dt);
                 let mut v = vec![
@@ -954,12 +974,54 @@ fn library_paths_and_the_interpreter_agree_bit_for_bit() {
                     t.add(&t).unwrap().mul(3.0).unwrap().to_bytes().unwrap(),
                 ];
                 if dt.is_float() {
-                    v.push(t.softmax(-1).unwrap().to_bytes().unwrap());
+                    let y = t.softmax(-1).unwrap();
+                    let ly = t.log_softmax(-1).unwrap();
+                    v.push(y.to_bytes().unwrap());
+                    v.push(ly.to_bytes().unwrap());
+                    v.push(
+                        Tensor::softmax_backward(&y, &t, -1)
+                            .unwrap()
+                            .to_bytes()
+                            .unwrap(),
+                    );
+                    v.push(
+                        Tensor::log_softmax_backward(&ly, &t, -1)
+                            .unwrap()
+                            .to_bytes()
+                            .unwrap(),
+                    );
                     v.push(t.mean(&[], false).unwrap().to_bytes().unwrap());
                 }
                 v
             };
             assert_eq!(results(&native), results(&interp), "{dt} {shape:?}");
         }
+    }
+}
+
+#[test]
+fn softmax_and_its_backward_run_as_native_row_loops_on_the_cpu() {
+    let exec = Executor::cpu();
+    let mut rng = Rng(11);
+    for shape in [vec![4, 1000], vec![2, 40000]] {
+        let a = random_arr(&mut rng, &shape, DType::F32, -3.0, 3.0);
+        let t = upload(&exec, &a, DType::F32);
+        let before = exec.stats().backend;
+        let y = t.softmax(-1).unwrap();
+        let ly = t.log_softmax(-1).unwrap();
+        let g = Tensor::softmax_backward(&y, &t, -1).unwrap();
+        let lg = Tensor::log_softmax_backward(&ly, &t, -1).unwrap();
+        for r in [&y, &ly, &g, &lg] {
+            r.to_bytes().unwrap();
+        }
+        let after = exec.stats().backend;
+        assert_eq!(
+            (
+                after.library_launches - before.library_launches,
+                after.generic_launches - before.generic_launches
+            ),
+            (4, 0),
+            "{shape:?}: {after:?}"
+        );
     }
 }

@@ -97,6 +97,8 @@ pub(crate) struct CpuKernel {
     pub native: Option<super::native::NativeMap>,
     /// A recognized reduction.
     pub native_reduce: Option<hologram_compiler::patterns::ReducePattern>,
+    /// A recognized row kernel (softmax and friends).
+    pub native_rows: Option<hologram_compiler::patterns::RowPattern>,
 }
 
 impl CpuKernel {
@@ -409,5 +411,6 @@ pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
         zero_init: kernel.facts.zero_init.clone(),
         native: None,
         native_reduce: None,
+        native_rows: None,
     })
 }

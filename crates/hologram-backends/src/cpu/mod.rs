@@ -13,6 +13,7 @@ mod memops;
 mod memory;
 mod native;
 mod native_reduce;
+mod native_rows;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -177,6 +178,11 @@ impl Backend for CpuBackend {
             lowered.native_reduce = hologram_compiler::patterns::recognize_reduce(kernel);
             if lowered.native_reduce.is_some() {
                 tracing::debug!(kernel = %kernel.name, "recognized a reduction: native loop");
+            } else {
+                lowered.native_rows = hologram_compiler::patterns::recognize_rows(kernel);
+                if lowered.native_rows.is_some() {
+                    tracing::debug!(kernel = %kernel.name, "recognized a row kernel: native loop");
+                }
             }
         }
         bump(&self.counters.compiles, 1);
@@ -257,6 +263,16 @@ impl Backend for CpuBackend {
                 scalars: &scalars,
             };
             if native_reduce::run(pattern, &args, config).is_some() {
+                bump(&self.counters.library_launches, 1);
+                return Ok(());
+            }
+        }
+        if let Some(pattern) = &k.native_rows {
+            let args = native_reduce::Args {
+                globals: &globals,
+                scalars: &scalars,
+            };
+            if native_rows::run(pattern, &args, config).is_some() {
                 bump(&self.counters.library_launches, 1);
                 return Ok(());
             }

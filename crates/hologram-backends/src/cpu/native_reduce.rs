@@ -26,7 +26,7 @@ fn better<A: Num>(c: Combine, x: A, acc: A) -> bool {
 }
 
 #[inline(always)]
-fn fold<A: Num>(c: Combine, acc: A, x: A) -> A {
+pub(super) fn fold<A: Num>(c: Combine, acc: A, x: A) -> A {
     match c {
         Combine::Sum => A::add(acc, x),
         Combine::Prod => A::mul(acc, x),
@@ -62,7 +62,7 @@ fn arg_tree<A: Num>(c: Combine, mine: (A, u32), other: (A, u32)) -> (A, u32) {
     }
 }
 
-fn init<A: Num + FromWide>(c: Combine, t: Type) -> A {
+pub(super) fn init<A: Num + FromWide>(c: Combine, t: Type) -> A {
     use hologram_isa::semantics::Wide;
     let w = match c {
         Combine::Sum => Wide::Int(0),
@@ -80,7 +80,7 @@ fn init<A: Num + FromWide>(c: Combine, t: Type) -> A {
 }
 
 #[inline(always)]
-fn widen<S: ToWide + 'static, A: FromWide + 'static>(s: S) -> A {
+pub(super) fn widen<S: ToWide + 'static, A: FromWide + 'static>(s: S) -> A {
     if TypeId::of::<S>() == TypeId::of::<A>() {
         // SAFETY: S and A are the same type.
         unsafe { std::mem::transmute_copy(&s) }
@@ -96,7 +96,7 @@ pub(crate) struct Args<'a> {
 }
 
 impl Args<'_> {
-    fn scalar(&self, i: usize) -> Option<usize> {
+    pub(super) fn scalar(&self, i: usize) -> Option<usize> {
         self.scalars
             .get(i)
             .copied()
@@ -107,7 +107,7 @@ impl Args<'_> {
 
 /// Sends raw pointers to rayon workers (outputs are written at disjoint indexes).
 #[derive(Clone, Copy)]
-struct Ptr(*mut u8);
+pub(super) struct Ptr(pub(super) *mut u8);
 // SAFETY: see the type's documentation.
 unsafe impl Send for Ptr {}
 unsafe impl Sync for Ptr {}

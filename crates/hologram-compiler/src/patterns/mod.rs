@@ -6,12 +6,14 @@
 mod map;
 mod reduce;
 pub mod reduce_templates;
+mod rows;
 pub mod softmax_templates;
 
 use hologram_isa::Kernel;
 
 pub use map::{recognize_map, MapPattern};
 pub use reduce::{recognize_reduce, ReduceKind, ReducePattern};
+pub use rows::{recognize_rows, RowPattern};
 
 /// A recognized kernel shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +23,9 @@ pub enum Pattern {
     Map(MapPattern),
     /// A reduction along one axis (one of the library reduction templates).
     Reduce(ReducePattern),
+    /// A fused row kernel: softmax, log-softmax or their backward ops over rows (one of the
+    /// templates of [`softmax_templates`]).
+    Rows(RowPattern),
 }
 
 /// Recognizes a canonical kernel.
@@ -28,4 +33,21 @@ pub fn recognize(kernel: &Kernel) -> Option<Pattern> {
     recognize_map(kernel)
         .map(Pattern::Map)
         .or_else(|| recognize_reduce(kernel).map(Pattern::Reduce))
+        .or_else(|| recognize_rows(kernel).map(Pattern::Rows))
+}
+
+/// The canonical text with the kernel, parameters and arrays renamed by position.
+pub(crate) fn structural_text(k: &Kernel) -> String {
+    let (mut c, _) = crate::canonicalize(k);
+    c.name = "k".into();
+    for (i, p) in c.params.iter_mut().enumerate() {
+        p.name = format!("p{i}");
+    }
+    for (i, a) in c.shared.iter_mut().enumerate() {
+        a.name = format!("s{i}");
+    }
+    for (i, a) in c.scratch.iter_mut().enumerate() {
+        a.name = format!("l{i}");
+    }
+    hologram_isa::print(&c.to_program())
 }

@@ -7,6 +7,7 @@ use std::sync::{Mutex, OnceLock};
 use hologram_isa::{Kernel, ParamKind, Type};
 
 use super::reduce_templates::{block_kernel, lane_kernel, Combine};
+use super::structural_text;
 
 /// Which template a reduction matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,22 +35,6 @@ pub struct ReducePattern {
     pub acc: Type,
     /// Element type of the result (for arg reductions, the value type of the partials).
     pub out: Type,
-}
-
-/// The canonical text with the kernel, parameters and arrays renamed by position.
-fn structural_text(k: &Kernel) -> String {
-    let (mut c, _) = crate::canonicalize(k);
-    c.name = "k".into();
-    for (i, p) in c.params.iter_mut().enumerate() {
-        p.name = format!("p{i}");
-    }
-    for (i, a) in c.shared.iter_mut().enumerate() {
-        a.name = format!("s{i}");
-    }
-    for (i, a) in c.scratch.iter_mut().enumerate() {
-        a.name = format!("l{i}");
-    }
-    hologram_isa::print(&c.to_program())
 }
 
 fn template_text(p: &ReducePattern) -> Option<String> {

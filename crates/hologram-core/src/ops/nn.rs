@@ -8,7 +8,6 @@ use crate::error::{Error, Result};
 use crate::kernels::rows;
 use crate::tensor::layout::axis as norm_axis;
 use crate::tensor::Tensor;
-use crate::BackendType;
 
 impl Tensor {
     /// Softmax along `axis` (max-subtracted, so large inputs do not overflow). Over the last
@@ -38,10 +37,10 @@ impl Tensor {
         shifted.sub(&lse)
     }
 
-    /// The fused row kernel `op` when it applies and pays off: a float tensor, `axis` the last
-    /// one, for the backward ops a gradient of the same shape and dtype, and a GPU backend (the
-    /// CPU runs the composed ops as native loops, faster than the interpreted fused kernel).
-    /// Empty float tensors give an empty result on every backend.
+    /// The fused row kernel `op` when it applies: a float tensor, `axis` the last one, and for
+    /// the backward ops a gradient of the same shape and dtype (the CPU backend recognizes the
+    /// kernel and runs it as a native loop). Empty float tensors give an empty result on every
+    /// backend.
     fn fused_rows(&self, op: RowOp, axis: isize, grad: Option<&Tensor>) -> Result<Option<Tensor>> {
         let last = axis as usize + 1 == self.rank();
         let float = matches!(
@@ -55,7 +54,7 @@ impl Tensor {
             // Nothing to compute (the composed form would reduce over an empty axis).
             return Tensor::zeros(&self.exec, self.shape(), self.dtype).map(Some);
         }
-        if !(last && float && matching) || self.exec.backend_type() == BackendType::Cpu {
+        if !(last && float && matching) {
             return Ok(None);
         }
         match self.fused_last_axis(op, grad) {

@@ -1,0 +1,217 @@
+//! Recognized row kernels (softmax, log-softmax and their backward ops) run as native loops
+//! with exactly the interpreter's order of operations: every row's `g` lanes accumulate their
+//! strided elements in element order, and the group combines the lanes' results with the
+//! template's fixed four-way (then two-way) tree, so both paths give identical bits. Unlike the
+//! template, the forward softmax keeps each element's exponential from the sum pass instead of
+//! computing it again (the same function of the same value, so the same bits).
+
+use half::{bf16, f16};
+use hologram_compiler::patterns::reduce_templates::Combine;
+use hologram_compiler::patterns::softmax_templates::{RowOp, ROW_BLOCK};
+use hologram_compiler::patterns::RowPattern;
+use hologram_isa::semantics::{Float, FromWide, Num, ToWide};
+use hologram_isa::Type;
+use rayon::prelude::*;
+
+use super::native_reduce::{fold, init, widen, Args, Ptr};
+use crate::backend::LaunchConfig;
+
+/// One row's inputs and output, in elements of the storage type.
+struct Row<S> {
+    /// `x` (forward) or `y` (backward).
+    first: *const S,
+    /// The gradient `g` (backward only).
+    second: *const S,
+    out: *mut S,
+}
+
+/// Combines the lanes' partial results as the template's group reduction does: at each level,
+/// lane `t` below `s = width / ways` folds slots `t + s`, `t + 2s`, ... into its own.
+fn group_tree<A: Num>(c: Combine, partial: &mut [A]) -> A {
+    let mut width = partial.len();
+    while width > 1 {
+        let ways = if width % 4 == 0 { 4 } else { 2 };
+        let s = width / ways;
+        for t in 0..s {
+            let mut mine = partial[t];
+            for w in 1..ways {
+                mine = fold(c, mine, partial[t + w * s]);
+            }
+            partial[t] = mine;
+        }
+        width = s;
+    }
+    partial[0]
+}
+
+/// Folds `value(c)` for every column `c` into lane `c % g`'s partial result, each lane in
+/// element order.
+#[inline(always)]
+fn lanes_fold<A: Num>(
+    c: Combine,
+    partial: &mut [A],
+    cols: usize,
+    mut value: impl FnMut(usize) -> A,
+) {
+    let g = partial.len();
+    let mut base = 0;
+    while base < cols {
+        let n = g.min(cols - base);
+        for (l, p) in partial[..n].iter_mut().enumerate() {
+            *p = fold(c, *p, value(base + l));
+        }
+        base += g;
+    }
+}
+
+/// Computes one row.
+///
+/// # Safety
+/// `row`'s pointers address `cols` valid elements; `out` may equal an input exactly but not
+/// overlap one otherwise.
+unsafe fn row<S, A>(op: RowOp, row: &Row<S>, cols: usize, partial: &mut [A], exps: &mut Vec<A>)
+where
+    S: ToWide + FromWide + Copy + 'static,
+    A: Float + FromWide + ToWide + 'static,
+{
+    let acc_ty = if std::mem::size_of::<A>() == 8 {
+        Type::F64
+    } else {
+        Type::F32
+    };
+    let a = |c: usize| -> A { widen(*row.first.add(c)) };
+    let b = |c: usize| -> A { widen(*row.second.add(c)) };
+    let put = |c: usize, v: A| *row.out.add(c) = widen::<A, S>(v);
+    let zero: A = init(Combine::Sum, acc_ty);
+    match op {
+        RowOp::Softmax | RowOp::LogSoftmax => {
+            partial.fill(init(Combine::Max, acc_ty));
+            lanes_fold(Combine::Max, partial, cols, a);
+            let m = group_tree(Combine::Max, partial);
+            partial.fill(zero);
+            if op == RowOp::Softmax {
+                exps.clear();
+                lanes_fold(Combine::Sum, partial, cols, |c| {
+                    let e = A::exp(A::sub(a(c), m));
+                    exps.push(e);
+                    e
+                });
+                let s = group_tree(Combine::Sum, partial);
+                for (c, &e) in exps.iter().enumerate() {
+                    put(c, A::div(e, s));
+                }
+            } else {
+                lanes_fold(Combine::Sum, partial, cols, |c| A::exp(A::sub(a(c), m)));
+                let lse = A::log(group_tree(Combine::Sum, partial));
+                for c in 0..cols {
+                    put(c, A::sub(A::sub(a(c), m), lse));
+                }
+            }
+        }
+        RowOp::SoftmaxBackward => {
+            partial.fill(zero);
+            lanes_fold(Combine::Sum, partial, cols, |c| A::mul(b(c), a(c)));
+            let s = group_tree(Combine::Sum, partial);
+            for c in 0..cols {
+                put(c, A::mul(a(c), A::sub(b(c), s)));
+            }
+        }
+        RowOp::LogSoftmaxBackward => {
+            partial.fill(zero);
+            lanes_fold(Combine::Sum, partial, cols, b);
+            let s = group_tree(Combine::Sum, partial);
+            for c in 0..cols {
+                put(c, A::sub(b(c), A::mul(A::exp(a(c)), s)));
+            }
+        }
+    }
+}
+
+fn run_typed<S, A>(p: &RowPattern, args: &Args<'_>, config: &LaunchConfig) -> Option<()>
+where
+    S: ToWide + FromWide + Copy + 'static,
+    A: Float + FromWide + ToWide + 'static,
+{
+    let backward = p.op.is_backward();
+    let n_in = if backward { 2 } else { 1 };
+    let inputs = &args.globals[..n_in];
+    let out = args.globals.get(n_in)?;
+    let offs: Vec<usize> = (0..n_in)
+        .map(|i| args.scalar(n_in + 1 + i))
+        .collect::<Option<_>>()?;
+    let rows = args.scalar(2 * n_in + 1)?;
+    let cols = args.scalar(2 * n_in + 2)?;
+    let g = p.g as usize;
+    let rows = rows.min(config.grid[0] as usize * (ROW_BLOCK / p.g) as usize);
+    if p.resident > 0 && cols > p.resident as usize * g {
+        // The template would only see the first resident·g columns: unusual, interpret it.
+        return None;
+    }
+    let elems = rows.checked_mul(cols)?;
+    if elems == 0 {
+        return Some(());
+    }
+    let size = std::mem::size_of::<S>();
+    let out_range = (out.base as usize, out.base as usize + elems * size);
+    for (x, &off) in inputs.iter().zip(&offs) {
+        // Indexes are u32 in the template: where they would wrap, or leave the buffers, the
+        // interpreter runs the launch (and reports what it finds).
+        if off + elems > x.len as usize || off + elems > u32::MAX as usize {
+            return None;
+        }
+        let start = x.base as usize + off * size;
+        let overlaps = start < out_range.1 && out_range.0 < start + elems * size;
+        if overlaps && start != out_range.0 {
+            return None;
+        }
+    }
+    if elems > out.len as usize {
+        return None;
+    }
+    let first = Ptr(unsafe { inputs[0].base.add(offs[0] * size) });
+    let second = if backward {
+        // SAFETY: offset checked against the buffer above.
+        Ptr(unsafe { inputs[1].base.add(offs[1] * size) })
+    } else {
+        first
+    };
+    let out_p = Ptr(out.base);
+    let min_rows = (super::native::PARALLEL_MIN / cols).max(1);
+    (0..rows)
+        .into_par_iter()
+        .with_min_len(min_rows)
+        .for_each_init(
+            || (vec![A::default(); g], Vec::with_capacity(cols)),
+            move |(partial, exps), r| {
+                let (first, second, out_p) = (first, second, out_p);
+                let at = r * cols;
+                // SAFETY: rows·cols elements of every input (after its offset) and of the output
+                // are in bounds (checked above); rows write disjoint ranges of the output.
+                unsafe {
+                    let row_ptrs = Row {
+                        first: (first.0 as *const S).add(at),
+                        second: (second.0 as *const S).add(at),
+                        out: (out_p.0 as *mut S).add(at),
+                    };
+                    row::<S, A>(p.op, &row_ptrs, cols, partial, exps);
+                }
+            },
+        );
+    Some(())
+}
+
+/// Runs a recognized row kernel natively; `None` when the launch is not one the native code
+/// handles (a block size other than the template's, buffers too small, an output that partly
+/// overlaps an input), in which case the interpreter runs it.
+pub(crate) fn run(p: &RowPattern, args: &Args<'_>, config: &LaunchConfig) -> Option<()> {
+    if config.block != [ROW_BLOCK, 1, 1] || config.grid[1] != 1 || config.grid[2] != 1 {
+        return None;
+    }
+    match p.storage {
+        Type::F32 => run_typed::<f32, f32>(p, args, config),
+        Type::F64 => run_typed::<f64, f64>(p, args, config),
+        Type::F16 => run_typed::<f16, f32>(p, args, config),
+        Type::BF16 => run_typed::<bf16, f32>(p, args, config),
+        _ => None,
+    }
+}
