@@ -195,3 +195,52 @@ fn launch_argument_errors_are_clear() {
         .to_string();
     assert!(msg.contains("4-byte element boundaries"), "{msg}");
 }
+
+#[test]
+fn a_gather_map_runs_natively_and_reports_an_index_past_a_small_input() {
+    // `y[i] = x[i] + b[i / 4]`: `b` holds a quarter of the elements (a broadcast operand).
+    let exec = Executor::cpu();
+    let kernel = exec
+        .assemble(
+            ".kernel bias\n.param .buf.f32 x\n.param .buf.f32 b\n.param .buf.f32 y .rw\n.param .u32 n\n    setp.ge.u32 %p, %gid, n;\n@%p exit;\n    shr.u32 %j, %gid, 2;\n    ld.f32 %v, x[%gid];\n    ld.f32 %w, b[%j];\n    add.f32 %s, %v, %w;\n    st.f32 y[%gid], %s;\n",
+        )
+        .unwrap();
+    let xs: Vec<f32> = (0..256).map(|i| i as f32).collect();
+    let bs: Vec<f32> = (0..64).map(|i| 1000.0 * i as f32).collect();
+    let (x, y) = (
+        exec.from_slice(&xs).unwrap(),
+        exec.from_slice(&[0.0f32; 256]).unwrap(),
+    );
+    let b = exec.from_slice(&bs).unwrap();
+    let before = exec.stats().backend;
+    let n = |v: u32| -> hologram_core::KernelArg { Value::U32(v).into() };
+    exec.launch(
+        &kernel,
+        &LaunchConfig::linear(1, 256),
+        &[x.arg(), b.arg(), y.arg(), n(256)],
+    )
+    .unwrap();
+    let want: Vec<f32> = (0..256).map(|i| xs[i] + bs[i / 4]).collect();
+    assert_eq!(y.to_vec().unwrap(), want);
+    let after = exec.stats().backend;
+    assert_eq!(
+        after.library_launches - before.library_launches,
+        1,
+        "{after}"
+    );
+    // Only 32 elements of `b`: indexes 32.. are out of bounds, and the launch says so.
+    let short = exec.from_slice(&bs[..32]).unwrap();
+    let err = exec
+        .launch(
+            &kernel,
+            &LaunchConfig::linear(1, 256),
+            &[x.arg(), short.arg(), y.arg(), n(256)],
+        )
+        .unwrap_err();
+    match err {
+        Error::Backend(BackendError::OutOfBounds { array, len, .. }) => {
+            assert_eq!((array.as_str(), len), ("b", 32));
+        }
+        other => panic!("expected OutOfBounds, got {other}"),
+    }
+}

@@ -1025,3 +1025,40 @@ fn softmax_and_its_backward_run_as_native_row_loops_on_the_cpu() {
         );
     }
 }
+
+#[test]
+fn broadcast_and_strided_operands_run_as_native_loops_on_the_cpu() {
+    let exec = Executor::cpu();
+    let mut rng = Rng(12);
+    let x = random_arr(&mut rng, &[64, 300], DType::F32, -3.0, 3.0);
+    let m = random_arr(&mut rng, &[64, 1], DType::F32, -3.0, 3.0);
+    let b = random_arr(&mut rng, &[300], DType::F32, -3.0, 3.0);
+    let (tx, tm, tb) = (
+        upload(&exec, &x, DType::F32),
+        upload(&exec, &m, DType::F32),
+        upload(&exec, &b, DType::F32),
+    );
+    let before = exec.stats().backend;
+    let row = tx.sub(&tm).unwrap().to_vec::<f32>().unwrap();
+    let col = tx.add(&tb).unwrap().to_vec::<f32>().unwrap();
+    let tr = tx.transpose(0, 1).unwrap().add(1.0).unwrap();
+    assert_eq!(tr.shape(), &[300, 64]);
+    let tr = tr.to_vec::<f32>().unwrap();
+    let after = exec.stats().backend;
+    assert_eq!(
+        (
+            after.library_launches - before.library_launches,
+            after.generic_launches - before.generic_launches
+        ),
+        (3, 0),
+        "{after:?}"
+    );
+    for r in 0..64 {
+        for c in 0..300 {
+            let v = x.data[r * 300 + c] as f32;
+            assert_eq!(row[r * 300 + c], v - m.data[r] as f32);
+            assert_eq!(col[r * 300 + c], v + b.data[c] as f32);
+            assert_eq!(tr[c * 64 + r], v + 1.0);
+        }
+    }
+}

@@ -364,7 +364,9 @@ macro_rules! lane_family {
         $($attr)* unsafe fn divrem_u32(n: usize, d: *mut u8, a: *const u8, b: *const u8, m: Option<&[u8]>, rem: bool) {
             let bs = std::slice::from_raw_parts(b as *const u32, n);
             let first = bs.first().copied().unwrap_or(0);
-            if first == 0 || bs.iter().any(|&x| x != first) {
+            // The checks below fold over every lane without stopping early, so they vectorize
+            // (they are on the path of every broadcast or strided element-wise op).
+            if first == 0 || bs.iter().fold(0, |acc, &x| acc | (x ^ first)) != 0 {
                 if rem {
                     map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::rem);
                 } else {
@@ -376,7 +378,11 @@ macro_rules! lane_family {
             // instead of dividing every lane.
             let xs = std::slice::from_raw_parts(a as *const u32, n);
             let start = xs.first().copied().unwrap_or(0);
-            let consecutive = xs.iter().enumerate().all(|(i, &x)| x == start.wrapping_add(i as u32));
+            let consecutive = xs
+                .iter()
+                .zip(0u32..)
+                .fold(0, |acc, (&x, i)| acc | (x ^ start.wrapping_add(i)))
+                == 0;
             if !consecutive || start.checked_add(n as u32).is_none() {
                 if rem {
                     map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::rem);
@@ -391,8 +397,19 @@ macro_rules! lane_family {
             let mut i = 0;
             while i < n {
                 let run = ((first - r) as usize).min(n - i);
-                for j in 0..run {
-                    store_lane(out, i + j, if rem { r + j as u32 } else { q }, m);
+                if m.is_none() {
+                    let lanes = std::slice::from_raw_parts_mut(out.add(i), run);
+                    if rem {
+                        for (v, j) in lanes.iter_mut().zip(0u32..) {
+                            *v = r + j;
+                        }
+                    } else {
+                        lanes.fill(q);
+                    }
+                } else {
+                    for j in 0..run {
+                        store_lane(out, i + j, if rem { r + j as u32 } else { q }, m);
+                    }
                 }
                 i += run;
                 r = 0;

@@ -26,6 +26,10 @@ pub(crate) struct NativeMap {
     def_at: Vec<usize>,
     /// Per register: the body index of its last read.
     last_use: Vec<usize>,
+    /// Buffers accessed at `%gid` (loaded there, or stored): they must hold every element.
+    /// Buffers only gathered from may be smaller (a broadcast operand): each gathered index is
+    /// checked.
+    dense_params: Vec<u32>,
 }
 
 impl NativeMap {
@@ -91,6 +95,18 @@ impl NativeMap {
                 def_at[d as usize] = i;
             }
         }
+        let mut dense_params = pattern.outputs.clone();
+        for inst in body {
+            if let Op::Ld { mem, .. } = &inst.op {
+                if matches!(
+                    mem.index,
+                    hologram_isa::Operand::Special(Special::GidLinear)
+                ) && !dense_params.contains(&mem.array)
+                {
+                    dense_params.push(mem.array);
+                }
+            }
+        }
         NativeMap {
             pattern,
             zero_copy_load,
@@ -98,11 +114,12 @@ impl NativeMap {
             gid_slot,
             def_at,
             last_use,
+            dense_params,
         }
     }
 
-    /// The number of elements, when the launch can take the native path: every buffer the map
-    /// touches must hold them (otherwise the interpreter reports the out-of-bounds access).
+    /// The number of elements, when the launch can take the native path: every buffer accessed
+    /// at `%gid` must hold them (otherwise the interpreter reports the out-of-bounds access).
     pub(crate) fn count(
         &self,
         globals: &[ArrayView],
@@ -113,8 +130,7 @@ impl NativeMap {
         if let Some(p) = self.pattern.bound {
             n = n.min(scalars.get(p as usize).copied().flatten()? & 0xffff_ffff);
         }
-        let params = self.pattern.inputs.iter().chain(&self.pattern.outputs);
-        for &p in params {
+        for &p in &self.dense_params {
             if globals.get(p as usize)?.len < n {
                 return None;
             }
@@ -176,21 +192,23 @@ impl NativeMap {
         if !self.pattern.gather {
             return true;
         }
-        let range = |p: u32| {
+        // Outputs are written at 0..n; a gathered input may be read anywhere in its buffer.
+        let range = |p: u32, elems: usize| {
             let start = globals[p as usize].base as usize;
-            (start, start + n * sizes[p as usize])
+            (start, start + elems * sizes[p as usize])
         };
+        let whole = |p: u32| range(p, (globals[p as usize].len as usize).max(n));
         let overlaps = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
         self.pattern.outputs.iter().all(|&o| {
             self.pattern
                 .inputs
                 .iter()
-                .all(|&i| !overlaps(range(o), range(i)))
+                .all(|&i| !overlaps(range(o, n), whole(i)))
                 && self
                     .pattern
                     .outputs
                     .iter()
-                    .all(|&q| q == o || !overlaps(range(o), range(q)))
+                    .all(|&q| q == o || !overlaps(range(o, n), range(q, n)))
         })
     }
 
