@@ -227,6 +227,36 @@ class Bench:
             del hx, hy, tx, ty, cx, cy
             self.free()
 
+    def broadcast(self):
+        """Binary ops whose second operand is broadcast: a bias over rows, a per-row value."""
+        rng = np.random.default_rng(2)
+        for n in self.sizes(14, 24, 28):
+            rows = n // 1024
+            x = rng.standard_normal((rows, 1024), dtype=np.float32)
+            b = rng.standard_normal(1024, dtype=np.float32)
+            m = rng.standard_normal((rows, 1), dtype=np.float32)
+            hx, hb, hm = (hg.asarray(a, device=self.device).realize() for a in (x, b, m))
+            tx = tb = tm = cx = cb = cm = None
+            if torch is not None:
+                tx, tb, tm = (torch.from_numpy(a).to(self.tdev) for a in (x, b, m))
+            if self.gpu and cupy is not None:
+                cx, cb, cm = (cupy.asarray(a) for a in (x, b, m))
+            cases = {
+                "x + b[1024]": (lambda: (hx + hb).realize(), lambda: x + b, lambda: tx + tb, lambda: cx + cb),
+                "x - m[rows,1]": (lambda: (hx - hm).realize(), lambda: x - m, lambda: tx - tm, lambda: cx - cm),
+            }
+            for name, (h, npf, tf, cf) in cases.items():
+                impls = {"hologram": (h, self.hsync)}
+                if not self.gpu:
+                    impls["numpy"] = (npf, lambda: None)
+                if torch is not None:
+                    impls["torch"] = (tf, self.tsync)
+                if cx is not None:
+                    impls["cupy"] = (cf, self.csync)
+                self.compare(name, n, impls, 8 * n, "GB/s")
+            del hx, hb, hm, tx, tb, tm, cx, cb, cm
+            self.free()
+
     def softmax(self):
         rng = np.random.default_rng(1)
         for n in self.sizes(14, 24, 28):
@@ -395,7 +425,7 @@ def main(argv=None):
     if torch is not None and a.device == "cpu":
         torch.set_num_threads(os.cpu_count() or 1)
     b = Bench(a.device, a.quick)
-    groups = ["ceiling", "elementwise", "softmax", "matmul", "latency", "python_overhead", "transfers", "compile_time", "mlp_step"]
+    groups = ["ceiling", "elementwise", "broadcast", "softmax", "matmul", "latency", "python_overhead", "transfers", "compile_time", "mlp_step"]
     if a.only:
         groups = [g for g in groups if g in a.only.split(",")]
     t0 = now()

@@ -25,6 +25,20 @@ unsafe fn store_lane<D: Copy>(d: *mut D, i: usize, v: D, mask: Option<&[u8]>) {
     }
 }
 
+/// Lanes per block of the unmasked lane loops.
+const BLOCK: usize = 16;
+
+/// Lanes `i..i + BLOCK` of a slot.
+#[inline(always)]
+unsafe fn read_block<T: Copy>(p: *const T, i: usize) -> [T; BLOCK] {
+    std::ptr::read_unaligned(p.add(i) as *const [T; BLOCK])
+}
+
+#[inline(always)]
+unsafe fn write_block<T: Copy>(p: *mut T, i: usize, v: [T; BLOCK]) {
+    std::ptr::write_unaligned(p.add(i) as *mut [T; BLOCK], v)
+}
+
 #[inline(always)]
 unsafe fn map1<A: Copy, D: Copy>(
     n: usize,
@@ -36,7 +50,14 @@ unsafe fn map1<A: Copy, D: Copy>(
     let (d, a) = (d as *mut D, a as *const A);
     match mask {
         None => {
-            for i in 0..n {
+            // As in map2.
+            let mut i = 0;
+            while i + BLOCK <= n {
+                let x = read_block::<A>(a, i);
+                write_block(d, i, std::array::from_fn(|j| f(x[j])));
+                i += BLOCK;
+            }
+            for i in i..n {
                 *d.add(i) = f(*a.add(i));
             }
         }
@@ -60,7 +81,15 @@ unsafe fn map2<A: Copy, B: Copy, D: Copy>(
     let (d, a, b) = (d as *mut D, a as *const A, b as *const B);
     match mask {
         None => {
-            for i in 0..n {
+            // Blocks read before they write, so the loop vectorizes even when the destination
+            // is one of the operands (`add %r, %r, %s`), where an element loop would not.
+            let mut i = 0;
+            while i + BLOCK <= n {
+                let (x, y) = (read_block::<A>(a, i), read_block::<B>(b, i));
+                write_block(d, i, std::array::from_fn(|j| f(x[j], y[j])));
+                i += BLOCK;
+            }
+            for i in i..n {
                 *d.add(i) = f(*a.add(i), *b.add(i));
             }
         }
@@ -86,7 +115,18 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, D: Copy>(
     let (d, a, b, c) = (d as *mut D, a as *const A, b as *const B, c as *const C);
     match mask {
         None => {
-            for i in 0..n {
+            // As in map2.
+            let mut i = 0;
+            while i + BLOCK <= n {
+                let (x, y, z) = (
+                    read_block::<A>(a, i),
+                    read_block::<B>(b, i),
+                    read_block::<C>(c, i),
+                );
+                write_block(d, i, std::array::from_fn(|j| f(x[j], y[j], z[j])));
+                i += BLOCK;
+            }
+            for i in i..n {
                 *d.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
             }
         }
