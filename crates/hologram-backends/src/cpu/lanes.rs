@@ -52,7 +52,8 @@ unsafe fn map1<A: Copy, D: Copy>(
         None => {
             // As in map2.
             let mut i = 0;
-            while i + BLOCK <= n {
+            let aliased = d as usize == a as usize;
+            while aliased && i + BLOCK <= n {
                 let x = read_block::<A>(a, i);
                 write_block(d, i, std::array::from_fn(|j| f(x[j])));
                 i += BLOCK;
@@ -81,10 +82,12 @@ unsafe fn map2<A: Copy, B: Copy, D: Copy>(
     let (d, a, b) = (d as *mut D, a as *const A, b as *const B);
     match mask {
         None => {
-            // Blocks read before they write, so the loop vectorizes even when the destination
-            // is one of the operands (`add %r, %r, %s`), where an element loop would not.
+            // When the destination is an operand (`add %r, %r, %s`) an element loop does not
+            // vectorize; blocks that read before they write do. (Elsewhere the element loop is
+            // faster: branchy ops such as NaN-aware max vectorize only there.)
             let mut i = 0;
-            while i + BLOCK <= n {
+            let aliased = d as usize == a as usize || d as usize == b as usize;
+            while aliased && i + BLOCK <= n {
                 let (x, y) = (read_block::<A>(a, i), read_block::<B>(b, i));
                 write_block(d, i, std::array::from_fn(|j| f(x[j], y[j])));
                 i += BLOCK;
@@ -117,7 +120,8 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, D: Copy>(
         None => {
             // As in map2.
             let mut i = 0;
-            while i + BLOCK <= n {
+            let aliased = [a as usize, b as usize, c as usize].contains(&(d as usize));
+            while aliased && i + BLOCK <= n {
                 let (x, y, z) = (
                     read_block::<A>(a, i),
                     read_block::<B>(b, i),
