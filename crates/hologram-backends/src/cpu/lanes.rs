@@ -52,7 +52,7 @@ unsafe fn map1<A: Copy, D: Copy>(
         None => {
             // As in map2.
             let mut i = 0;
-            let aliased = d as usize == a as usize;
+            let aliased = std::ptr::addr_eq(d, a);
             while aliased && i + BLOCK <= n {
                 let x = read_block::<A>(a, i);
                 write_block(d, i, std::array::from_fn(|j| f(x[j])));
@@ -86,7 +86,7 @@ unsafe fn map2<A: Copy, B: Copy, D: Copy>(
             // vectorize; blocks that read before they write do. (Elsewhere the element loop is
             // faster: branchy ops such as NaN-aware max vectorize only there.)
             let mut i = 0;
-            let aliased = d as usize == a as usize || d as usize == b as usize;
+            let aliased = std::ptr::addr_eq(d, a) || std::ptr::addr_eq(d, b);
             while aliased && i + BLOCK <= n {
                 let (x, y) = (read_block::<A>(a, i), read_block::<B>(b, i));
                 write_block(d, i, std::array::from_fn(|j| f(x[j], y[j])));
@@ -120,7 +120,8 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, D: Copy>(
         None => {
             // As in map2.
             let mut i = 0;
-            let aliased = [a as usize, b as usize, c as usize].contains(&(d as usize));
+            let aliased =
+                std::ptr::addr_eq(d, a) || std::ptr::addr_eq(d, b) || std::ptr::addr_eq(d, c);
             while aliased && i + BLOCK <= n {
                 let (x, y, z) = (
                     read_block::<A>(a, i),
