@@ -185,6 +185,18 @@ class Bench:
         self.compare("copy (ceiling)", n, cases, 8 * n, "GB/s")
         self.free()
 
+    def peers(self, h, npf, tf, cf, cupy_ready):
+        """The implementations of one element-wise case: Hologram, NumPy (CPU runs only),
+        PyTorch when installed, CuPy when its inputs were made."""
+        impls = {"hologram": (h, self.hsync)}
+        if not self.gpu:
+            impls["numpy"] = (npf, lambda: None)
+        if torch is not None:
+            impls["torch"] = (tf, self.tsync)
+        if cupy_ready:
+            impls["cupy"] = (cf, self.csync)
+        return impls
+
     # ---- element-wise and reductions ----
     def elementwise(self):
         rng = np.random.default_rng(0)
@@ -212,17 +224,11 @@ class Bench:
                                 lambda: torch.relu(tx + ty) * ty, lambda: cupy.maximum(cx + cy, 0) * cy),
                 "sum": (lambda: hx.sum().realize(), lambda: x.sum(), lambda: tx.sum(), lambda: cx.sum()),
             }
-            for name, (h, npf, tf, cf) in cases.items():
-                impls = {"hologram": (h, self.hsync)}
-                if not self.gpu:
-                    impls["numpy"] = (npf, lambda: None)
-                if torch is not None:
-                    impls["torch"] = (tf, self.tsync)
-                    if name in compiled:
-                        c = compiled[name]
-                        impls["torch.compile"] = (lambda: c(tx, ty), self.tsync)
-                if cx is not None:
-                    impls["cupy"] = (cf, self.csync)
+            for name, fns in cases.items():
+                impls = self.peers(*fns, cupy_ready=cx is not None)
+                if torch is not None and name in compiled:
+                    c = compiled[name]
+                    impls["torch.compile"] = (lambda: c(tx, ty), self.tsync)
                 self.compare(name, n, impls, bytes_moved[name], "GB/s")
             del hx, hy, tx, ty, cx, cy
             self.free()
@@ -245,15 +251,8 @@ class Bench:
                 "x + b[1024]": (lambda: (hx + hb).realize(), lambda: x + b, lambda: tx + tb, lambda: cx + cb),
                 "x - m[rows,1]": (lambda: (hx - hm).realize(), lambda: x - m, lambda: tx - tm, lambda: cx - cm),
             }
-            for name, (h, npf, tf, cf) in cases.items():
-                impls = {"hologram": (h, self.hsync)}
-                if not self.gpu:
-                    impls["numpy"] = (npf, lambda: None)
-                if torch is not None:
-                    impls["torch"] = (tf, self.tsync)
-                if cx is not None:
-                    impls["cupy"] = (cf, self.csync)
-                self.compare(name, n, impls, 8 * n, "GB/s")
+            for name, fns in cases.items():
+                self.compare(name, n, self.peers(*fns, cupy_ready=cx is not None), 8 * n, "GB/s")
             del hx, hb, hm, tx, tb, tm, cx, cb, cm
             self.free()
 

@@ -1,13 +1,10 @@
 //! Recognizing reductions: a kernel is a library reduction when its canonical form equals one
 //! of the reduction templates (up to the names of the kernel, its parameters and arrays).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-
 use hologram_isa::{Kernel, ParamKind, Type};
 
 use super::reduce_templates::{block_kernel, lane_kernel, Combine};
-use super::structural_text;
+use super::{structural_text, template_structure, TemplateCache};
 
 /// Which template a reduction matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,22 +35,13 @@ pub struct ReducePattern {
 }
 
 fn template_text(p: &ReducePattern) -> Option<String> {
-    static CACHE: OnceLock<Mutex<HashMap<ReducePattern, Option<String>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(t) = cache.lock().ok()?.get(p) {
-        return t.clone();
-    }
-    let text = match p.kind {
+    static CACHE: TemplateCache<ReducePattern> = TemplateCache::new();
+    template_structure(&CACHE, p, || match p.kind {
         ReduceKind::Lane => lane_kernel(p.combine, p.storage, p.acc, p.out),
         ReduceKind::Block { index_input } => {
             block_kernel(p.combine, p.storage, p.acc, p.out, index_input)
         }
-    };
-    let t = hologram_isa::assemble(&text)
-        .ok()
-        .map(|k| structural_text(&k));
-    cache.lock().ok()?.insert(*p, t.clone());
-    t
+    })
 }
 
 fn buffer_types(k: &Kernel) -> Vec<Option<Type>> {

@@ -2,13 +2,10 @@
 //! templates of [`super::softmax_templates`] (up to the names of the kernel, its parameters and
 //! arrays).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-
 use hologram_isa::{ArrayRef, Kernel, Op, ParamKind, Type};
 
 use super::softmax_templates::{row_acc, row_kernel, RowOp, ROW_BLOCK, ROW_UNROLL};
-use super::structural_text;
+use super::{structural_text, template_structure, TemplateCache};
 
 /// A recognized row kernel: the template's arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,16 +28,8 @@ impl RowPattern {
 }
 
 fn template_text(p: &RowPattern) -> Option<String> {
-    static CACHE: OnceLock<Mutex<HashMap<RowPattern, Option<String>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(t) = cache.lock().ok()?.get(p) {
-        return t.clone();
-    }
-    let t = hologram_isa::assemble(&row_kernel(p.op, p.storage, p.g, p.resident))
-        .ok()
-        .map(|k| structural_text(&k));
-    cache.lock().ok()?.insert(*p, t.clone());
-    t
+    static CACHE: TemplateCache<RowPattern> = TemplateCache::new();
+    template_structure(&CACHE, p, || row_kernel(p.op, p.storage, p.g, p.resident))
 }
 
 /// Recognizes a fused row kernel.

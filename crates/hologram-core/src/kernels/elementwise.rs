@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use hologram_isa::{CmpOp, Type};
+use hologram_isa::Type;
 
 use super::{lit, literal};
 use crate::dtype::DType;
@@ -380,6 +380,5 @@ pub(crate) fn kernel_text(spec: &Spec<'_>) -> String {
         val = r;
     }
     g.line(format!("st.{st} out[{idx}], {val};"));
-    let _ = CmpOp::Eq;
     head + &g.text
 }
