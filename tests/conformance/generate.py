@@ -3456,5 +3456,16 @@ def main():
     print("%d tests, %.0f KiB" % (len(names), total / 1024))
 
 
+def load_extra_generators():
+    """Imports every `gen_*.py` beside this file: each groups the tests of one idea and registers
+    them with `@test` from this module (imported as `generate`, so both see one `TESTS`)."""
+    import importlib
+    sys.modules.setdefault("generate", sys.modules[__name__])
+    sys.path.insert(0, str(HERE))
+    for path in sorted(HERE.glob("gen_*.py")):
+        importlib.import_module(path.stem)
+
+
 if __name__ == "__main__":
+    load_extra_generators()
     main()

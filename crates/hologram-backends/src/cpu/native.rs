@@ -47,6 +47,16 @@ impl NativeMap {
                 }
             }
         }
+        // A register that lives in an output buffer is overwritten by any other store to that
+        // buffer: only a buffer stored exactly once may hold a register.
+        let mut stores_to = vec![0u32; k.kernel.params.len()];
+        for inst in body {
+            if let Op::St { mem, .. } = &inst.op {
+                if let Some(c) = stores_to.get_mut(mem.array as usize) {
+                    *c += 1;
+                }
+            }
+        }
         let mut claimed = vec![false; k.num_slots];
         let mut zero_copy_load = vec![false; body.len()];
         let mut direct_store = vec![false; body.len()];
@@ -63,7 +73,9 @@ impl NativeMap {
                     zero_copy_load[i] = true;
                     claimed[*dst as usize] = true;
                 }
-                Op::St { src, .. } => {
+                Op::St { src, mem, .. }
+                    if stores_to.get(mem.array as usize).copied() == Some(1) =>
+                {
                     if let Some(&r) = src.as_reg() {
                         // The register must be written once, by a computing instruction.
                         let def_is_compute = body
@@ -174,10 +186,18 @@ impl NativeMap {
                 let Op::Ld { dst, mem: lm, .. } = &ld.op else {
                     continue;
                 };
-                if self.zero_copy_load[li]
-                    && overlaps(out, range(lm.array))
-                    && self.last_use[*dst as usize] > written_at
-                {
+                if !overlaps(out, range(lm.array)) {
+                    continue;
+                }
+                // A zero-copy load reads the memory whenever its register is read: every read
+                // must come before the output is written. A copying load between an early
+                // (direct) write and the store itself would see the new value too soon.
+                let too_late = if self.zero_copy_load[li] {
+                    self.last_use[*dst as usize] > written_at
+                } else {
+                    written_at < li && li < si
+                };
+                if too_late {
                     return false;
                 }
             }
