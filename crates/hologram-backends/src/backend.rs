@@ -4,6 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use hologram_compiler::Canonical;
 use hologram_isa::semantics::Value;
 use hologram_isa::Kernel;
 
@@ -264,8 +265,9 @@ pub trait Backend: Send + Sync {
         dst_offset: usize,
         len: usize,
     ) -> Result<()>;
-    /// Compiles a validated kernel.
-    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel>;
+    /// Compiles a kernel in canonical form; its intent ([`Canonical::pattern`]) says which
+    /// native or library path may run it.
+    fn compile(&self, kernel: &Canonical) -> Result<CompiledKernel>;
     /// Launches a compiled kernel; `args[i]` binds `kernel.params[i]`.
     fn launch(
         &self,

@@ -4,13 +4,14 @@
 //! kernel; the CPU backend is always available.
 //!
 //! ```
-//! use std::sync::Arc;
 //! use hologram_backends::{Backend, BufferArg, CpuBackend, KernelArg, LaunchConfig};
+//! use hologram_compiler::Canonical;
 //! use hologram_isa::semantics::Value;
 //!
-//! let kernel = Arc::new(hologram_isa::assemble(
+//! // Backends compile kernels in canonical form (validated, canonicalized, with a digest).
+//! let kernel = Canonical::assemble(
 //!     ".kernel double\n.param .buf.f32 y .rw\n.param .u32 n\n    mov.u32 %i, %gid;\n    setp.ge.u32 %p, %i, n;\n@%p exit;\n    ld.f32 %v, y[%i];\n    add.f32 %v, %v, %v;\n    st.f32 y[%i], %v;\n",
-//! )?);
+//! )?;
 //! let cpu = CpuBackend::new();
 //! let compiled = cpu.compile(&kernel)?;
 //! let y = cpu.allocate(4 * 1000)?;

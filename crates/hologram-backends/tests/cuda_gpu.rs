@@ -5,7 +5,6 @@
 //! return an error, never panic.
 #![cfg(feature = "cuda")]
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use hologram_backends::cuda::CudaBackend;
@@ -43,8 +42,8 @@ fn read(b: &dyn Backend, m: &Memory) -> Vec<u8> {
     out
 }
 
-fn kernel(text: &str) -> Arc<hologram_isa::Kernel> {
-    Arc::new(hologram_isa::assemble(text).expect("valid kernel"))
+fn kernel(text: &str) -> hologram_compiler::Canonical {
+    hologram_compiler::Canonical::assemble(text).expect("valid kernel")
 }
 
 #[test]

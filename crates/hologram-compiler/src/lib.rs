@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod canon;
+mod canonical;
 pub mod patterns;
 
 use std::fmt;
@@ -22,6 +23,7 @@ use std::fmt;
 use hologram_isa::Kernel;
 
 pub use canon::{canonicalize, Reduction};
+pub use canonical::Canonical;
 
 /// A 256-bit program digest.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -95,7 +95,7 @@ fn dims(spec: &Json, key: &str) -> [u32; 3] {
 
 fn execute(case: &Case, backend: &dyn Backend) -> Result<Run, Outcome> {
     let failed = |s: String| Outcome::Failed(s);
-    let compiled = match backend.compile(&case.kernel) {
+    let compiled = match backend.compile(&case.canonical) {
         Ok(c) => c,
         Err(BackendError::Unsupported { feature, .. }) => {
             return Err(Outcome::Unsupported(feature))

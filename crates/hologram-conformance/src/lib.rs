@@ -21,6 +21,7 @@ mod run;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use hologram_compiler::Canonical;
 use hologram_isa::Kernel;
 use serde_json::Value as Json;
 
@@ -68,6 +69,8 @@ pub struct Case {
     pub name: String,
     /// The assembled kernel.
     pub kernel: Arc<Kernel>,
+    /// Its canonical form, which backends compile.
+    pub canonical: Canonical,
     /// The parsed `.json` spec.
     pub spec: Json,
 }
@@ -109,9 +112,14 @@ impl Suite {
                 path: spec_path.clone(),
                 message: e.to_string(),
             })?;
+            let canonical = Canonical::new(&kernel).map_err(|e| SuiteError::Assemble {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
             cases.push(Case {
                 name,
                 kernel: Arc::new(kernel),
+                canonical,
                 spec,
             });
         }

@@ -146,7 +146,7 @@ fn run_case(case: &Case, backend: &dyn Backend) -> Result<Outcome, String> {
     if let Some(reason) = crate::requires::missing(spec, backend)? {
         return Ok(Outcome::Unsupported(reason));
     }
-    let compiled = match backend.compile(kernel) {
+    let compiled = match backend.compile(&case.canonical) {
         Ok(c) => c,
         Err(BackendError::Unsupported { feature, .. }) => return Ok(Outcome::Unsupported(feature)),
         Err(e) => return Err(format!("compile: {e}")),

@@ -24,6 +24,8 @@ use hologram_backends::{
     Backend, BackendError, BackendKind, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
     KernelArg, LaunchConfig, Memory, Result,
 };
+use hologram_compiler::patterns::Pattern;
+use hologram_compiler::Canonical;
 use hologram_isa::{Kernel, ParamKind, Type};
 
 fn work_dir() -> PathBuf {
@@ -186,8 +188,9 @@ impl Emulator {
     }
 }
 
-fn canonical(kernel: &Kernel) -> Kernel {
-    hologram_compiler::canonicalize(kernel).0
+/// True when the CUDA backend would also build the vectorized map form (see its `compile`).
+fn vector_map(c: &Canonical) -> bool {
+    matches!(c.pattern(), Some(Pattern::Map(m)) if !m.gather)
 }
 
 /// A content hash for file names (FNV-1a; collisions only cost a rebuild of the same name).
@@ -242,13 +245,12 @@ impl Backend for Emulator {
         self.copy_out(src, so, &mut tmp)?;
         self.copy_in(dst, d_o, &tmp)
     }
-    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
+    fn compile(&self, canonical: &Canonical) -> Result<CompiledKernel> {
+        let kernel = canonical.kernel();
         let exe = self.build(kernel, false)?;
-        // The Executor compiles canonical forms, where maps are recognized: the vectorized form
-        // is built from the canonical kernel (same parameters, same meaning).
-        let canonical = canonical(kernel);
-        let map_exe = if codegen::map::vectorizable(&canonical).is_some() {
-            Some(self.build(&canonical, true)?)
+        // As on the CUDA backend, the intent decides: maps get the vectorized form too.
+        let map_exe = if vector_map(canonical) {
+            Some(self.build(kernel, true)?)
         } else {
             None
         };
@@ -356,7 +358,7 @@ fn conformance_suite_passes_on_emulated_cuda_code() {
         launches: Mutex::new(0),
     });
     // Build every program first, two at a time.
-    let kernels: Vec<Arc<Kernel>> = suite.cases.iter().map(|c| c.kernel.clone()).collect();
+    let kernels: Vec<Canonical> = suite.cases.iter().map(|c| c.canonical.clone()).collect();
     let next = Arc::new(Mutex::new(0usize));
     let workers: Vec<_> = (0..2)
         .map(|_| {
@@ -367,14 +369,13 @@ fn conformance_suite_passes_on_emulated_cuda_code() {
                     *n += 1;
                     *n - 1
                 };
-                let Some(k) = kernels.get(i) else { break };
-                if let Err(e) = emu.build(k, false) {
-                    panic!("{}: {e}", k.name);
+                let Some(c) = kernels.get(i) else { break };
+                if let Err(e) = emu.build(c.kernel(), false) {
+                    panic!("{}: {e}", c.name());
                 }
-                let c = canonical(k);
-                if codegen::map::vectorizable(&c).is_some() {
-                    if let Err(e) = emu.build(&c, true) {
-                        panic!("{} (vectorized map): {e}", k.name);
+                if vector_map(c) {
+                    if let Err(e) = emu.build(c.kernel(), true) {
+                        panic!("{} (vectorized map): {e}", c.name());
                     }
                 }
             })
@@ -383,10 +384,7 @@ fn conformance_suite_passes_on_emulated_cuda_code() {
     for w in workers {
         w.join().expect("build worker");
     }
-    let maps = kernels
-        .iter()
-        .filter(|k| codegen::map::vectorizable(&canonical(k)).is_some())
-        .count();
+    let maps = kernels.iter().filter(|c| vector_map(c)).count();
     println!("{maps} programs are element-wise maps and run in the vectorized form");
     let report = suite.run(emu.as_ref());
     println!("{}", report.summary());

@@ -2,8 +2,6 @@
 //! ranges: the largest difference in ulps must stay within the bounds documented in
 //! crates/hologram-backends/src/wgpu/README.md. Everything else is bit-exact (conformance).
 
-use std::sync::Arc;
-
 use hologram_backends::wgpu::adapter::{AdapterOptions, Api};
 use hologram_backends::{Backend, BufferArg, CpuBackend, KernelArg, LaunchConfig, WgpuBackend};
 
@@ -49,7 +47,7 @@ fn run(b: &dyn Backend, op: &str, x: &[f32], y: &[f32]) -> Vec<f32> {
     let text = format!(
         ".kernel k\n.param .buf.f32 x\n.param .buf.f32 y\n.param .buf.f32 r .rw\n    mov.u32 %i, %gid;\n    ld.f32 %x, x[%i];\n    ld.f32 %y, y[%i];\n{body}    st.f32 r[%i], %r;\n"
     );
-    let k = Arc::new(hologram_isa::assemble(&text).expect("assemble"));
+    let k = hologram_compiler::Canonical::assemble(&text).expect("assemble");
     let c = b.compile(&k).expect("compile");
     let n = x.len();
     let buf = |data: &[f32]| {

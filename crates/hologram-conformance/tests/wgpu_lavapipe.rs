@@ -145,14 +145,10 @@ fn metal_and_dx12_say_where_they_exist() {
 fn pipelines_are_cached_and_out_of_bounds_is_an_error() {
     use hologram_backends::{BackendError, BufferArg, KernelArg, LaunchConfig};
     use hologram_isa::semantics::Value;
-    use std::sync::Arc;
     let Some(b) = open() else { return };
-    let k = Arc::new(
-        hologram_isa::assemble(
+    let k = hologram_compiler::Canonical::assemble(
             ".kernel k\n.param .buf.u32 y .rw\n.param .u32 n\n    add.u32 %i, %gid, n;\n    st.u32 y[%i], %gid;\n",
-        )
-        .expect("assemble"),
-    );
+        ).expect("assemble");
     let c = b.compile(&k).expect("compile");
     let y = b.allocate(4 * 64).expect("allocate");
     let args = |n: u32| {
@@ -189,15 +185,11 @@ fn pipelines_are_cached_and_out_of_bounds_is_an_error() {
 #[test]
 fn a_lane_that_exits_before_a_barrier_stays_ended() {
     use hologram_backends::{BufferArg, KernelArg, LaunchConfig};
-    use std::sync::Arc;
     let Some(b) = open() else { return };
     // `exit` and the barrier share a basic block; odd lanes (by data) must not run past it.
-    let k = Arc::new(
-        hologram_isa::assemble(
+    let k = hologram_compiler::Canonical::assemble(
             ".kernel k\n.param .buf.u32 flags\n.param .buf.u32 out .rw\n.shared .u32 tile[64]\n    mov.u32 %t, %tid.x;\n    ld.u32 %f, flags[%t];\n    setp.eq.u32 %p, %f, 1;\n@%p exit;\n    st.u32 tile[%t], %t;\n    barrier;\n    st.u32 out[%t], 7;\n",
-        )
-        .expect("assemble"),
-    );
+        ).expect("assemble");
     let c = b.compile(&k).expect("compile");
     let flags: Vec<u8> = (0..64u32).flat_map(|i| (i % 2).to_le_bytes()).collect();
     let f = b.allocate(4 * 64).expect("allocate");

@@ -16,9 +16,19 @@ pub enum Error {
     /// `HOLOGRAM_BACKEND` or a backend name is not one Hologram knows.
     #[error("unknown backend '{0}' (expected auto, cpu, cuda, metal, vulkan, dx12 or wgpu)")]
     UnknownBackend(String),
-    /// A program failed to parse or validate.
+    /// `.hasm` text failed to parse or validate; the error carries line and column.
     #[error("invalid program: {0}")]
-    Program(String),
+    Asm(#[from] hologram_isa::AsmError),
+    /// A program (built in Rust, or a kernel assembled by hand) is not valid.
+    #[error("invalid program: {0}")]
+    Invalid(#[from] hologram_isa::ValidationError),
+    /// An argument is not one the operation accepts (an unknown name, a pending expression
+    /// where stored data is needed, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A state that should not happen: a bug in Hologram. Please report it with the message.
+    #[error("internal error (a bug in Hologram, please report it): {0}")]
+    Internal(String),
     /// Sizes that must agree do not.
     #[error("length mismatch: {0}")]
     LengthMismatch(String),
@@ -34,18 +44,6 @@ pub enum Error {
     /// An error from the backend (out-of-bounds access, out of memory, compile failure, ...).
     #[error(transparent)]
     Backend(#[from] BackendError),
-}
-
-impl From<hologram_isa::AsmError> for Error {
-    fn from(e: hologram_isa::AsmError) -> Self {
-        Error::Program(e.to_string())
-    }
-}
-
-impl From<hologram_isa::ValidationError> for Error {
-    fn from(e: hologram_isa::ValidationError) -> Self {
-        Error::Program(e.to_string())
-    }
 }
 
 /// Result type of the core.

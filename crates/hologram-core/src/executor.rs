@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use hologram_backends::{
     Backend, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
 };
-use hologram_compiler::Digest;
+use hologram_compiler::{Canonical, Digest};
 use hologram_isa::Kernel;
 
 use crate::alloc::{AllocatorStats, CachingAllocator};
@@ -73,12 +73,9 @@ pub(crate) struct Inner {
     pub backend: Arc<dyn Backend>,
     pub backend_type: BackendType,
     pub allocator: CachingAllocator,
+    /// The one kernel cache: compiled kernels by canonical digest (the target is this
+    /// executor's backend).
     kernels: Mutex<(HashMap<Digest, CompiledKernel>, KernelCacheStats)>,
-    /// Compiled kernels by their generated text, so tensor ops skip re-assembling.
-    texts: Mutex<HashMap<String, CompiledKernel>>,
-    /// Compiled kernels by the digest of the kernel as given, so a program compiled before
-    /// skips canonicalization.
-    given: Mutex<HashMap<Digest, CompiledKernel>>,
     launches: std::sync::atomic::AtomicU64,
 }
 
@@ -114,8 +111,6 @@ impl Executor {
                 backend,
                 backend_type,
                 kernels: Mutex::new((HashMap::new(), KernelCacheStats::default())),
-                texts: Mutex::new(HashMap::new()),
-                given: Mutex::new(HashMap::new()),
                 launches: std::sync::atomic::AtomicU64::new(0),
             }),
         }
@@ -185,33 +180,10 @@ impl Executor {
         Ok(b)
     }
 
-    /// Compiles a kernel in canonical form, or returns the cached compiled form of a kernel with
-    /// the same canonical form.
-    pub fn compile(&self, kernel: &Kernel) -> Result<CompiledKernel> {
-        let given = hologram_compiler::text_digest(kernel);
-        if let Some(k) = self
-            .inner
-            .given
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&given)
-        {
-            let mut guard = self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner());
-            guard.1.hits += 1;
-            return Ok(k.clone());
-        }
-        let compiled = self.compile_canonical(kernel)?;
-        self.inner
-            .given
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(given, compiled.clone());
-        Ok(compiled)
-    }
-
-    fn compile_canonical(&self, kernel: &Kernel) -> Result<CompiledKernel> {
-        let (canonical, _) = hologram_compiler::canonicalize(kernel);
-        let key = hologram_compiler::text_digest(&canonical);
+    /// Compiles a kernel in canonical form, or returns the compiled kernel of the same
+    /// canonical digest from the cache.
+    pub fn compile(&self, kernel: &Canonical) -> Result<CompiledKernel> {
+        let key = kernel.digest();
         {
             let mut guard = self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner());
             let (cache, stats) = &mut *guard;
@@ -220,40 +192,25 @@ impl Executor {
                 return Ok(k.clone());
             }
         }
-        let compiled = self.inner.backend.compile(&Arc::new(canonical))?;
+        let compiled = self.inner.backend.compile(kernel)?;
         let mut guard = self.inner.kernels.lock().unwrap_or_else(|p| p.into_inner());
         let (cache, stats) = &mut *guard;
         stats.compiles += 1;
-        cache.insert(key, compiled.clone());
+        let compiled = cache.entry(key).or_insert(compiled).clone();
         stats.entries = cache.len() as u64;
         Ok(compiled)
     }
 
-    /// Assembles `.hasm` text and compiles it (the compiled kernel is remembered by its text).
+    /// Validates, canonicalizes and compiles a kernel (one assembled by hand is checked
+    /// again first). Keep the [`Canonical`] (or the compiled kernel) to launch it many times:
+    /// canonicalization costs more than a launch.
+    pub fn compile_kernel(&self, kernel: &Kernel) -> Result<CompiledKernel> {
+        self.compile(&Canonical::new(kernel)?)
+    }
+
+    /// Assembles `.hasm` text and compiles it. Keep the result to launch it many times.
     pub fn assemble(&self, text: &str) -> Result<CompiledKernel> {
-        let known = self
-            .inner
-            .texts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(text)
-            .cloned();
-        if let Some(k) = known {
-            self.inner
-                .kernels
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .1
-                .hits += 1;
-            return Ok(k);
-        }
-        let compiled = self.compile(&hologram_isa::assemble(text)?)?;
-        self.inner
-            .texts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(text.to_string(), compiled.clone());
-        Ok(compiled)
+        self.compile(&Canonical::assemble(text)?)
     }
 
     /// Launches a compiled kernel. `args[i]` binds parameter `i`: use [`Buffer::arg`] for

@@ -7,13 +7,13 @@
 #![cfg(feature = "cuda")]
 
 use hologram_backends::cuda::codegen::{generate, CodegenOptions};
-use hologram_compiler::patterns::reduce_templates::{block_kernel, lane_kernel, Combine};
-use hologram_compiler::patterns::softmax_templates::{row_kernel, RowOp};
-use hologram_isa::Type;
+use hologram_compiler::patterns::reduce_templates::{block_program, lane_program, Combine};
+use hologram_compiler::patterns::softmax_templates::{row_program, RowOp};
+use hologram_isa::{Program, Type};
 
-/// Every template text with a name: each combine over the dtypes tensors use, every row op
-/// over the float types and group sizes.
-fn templates() -> Vec<(String, String)> {
+/// Every template with a name: each combine over the dtypes tensors use, every row op over the
+/// float types and group sizes.
+fn templates() -> Vec<(String, Program)> {
     let mut out = Vec::new();
     let combines = [
         Combine::Sum,
@@ -32,12 +32,12 @@ fn templates() -> Vec<(String, String)> {
             (Type::I32, Type::I64, Type::I64),
             (Type::U8, Type::U8, Type::U8),
         ] {
-            out.push((format!("lane_{c:?}_{s}"), lane_kernel(c, s, a, o)));
-            out.push((format!("block_{c:?}_{s}"), block_kernel(c, s, a, o, false)));
+            out.push((format!("lane_{c:?}_{s}"), lane_program(c, s, a, o)));
+            out.push((format!("block_{c:?}_{s}"), block_program(c, s, a, o, false)));
             if c.is_arg() {
                 out.push((
                     format!("block_ix_{c:?}_{a}"),
-                    block_kernel(c, a, a, a, true),
+                    block_program(c, a, a, a, true),
                 ));
             }
         }
@@ -52,7 +52,7 @@ fn templates() -> Vec<(String, String)> {
             for (g, resident) in [(32, 0), (128, 0), (256, 0), (32, 3), (128, 8), (256, 16)] {
                 out.push((
                     format!("rows_{op:?}_{s}_{g}_{resident}"),
-                    row_kernel(op, s, g, resident),
+                    row_program(op, s, g, resident),
                 ));
             }
         }
@@ -64,9 +64,10 @@ fn templates() -> Vec<(String, String)> {
 fn sources() -> Vec<(String, String)> {
     let dump = std::env::var_os("HOLOGRAM_CUDA_DUMP").map(std::path::PathBuf::from);
     let mut out = Vec::new();
-    for (name, text) in templates() {
-        let k = hologram_isa::assemble(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
-        let (k, _) = hologram_compiler::canonicalize(&k);
+    for (name, program) in templates() {
+        let k = hologram_compiler::Canonical::from_program(&program)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{}", hologram_isa::print(&program)));
+        let k = k.kernel();
         for opts in [
             CodegenOptions::default(),
             CodegenOptions {
@@ -74,7 +75,7 @@ fn sources() -> Vec<(String, String)> {
                 ..CodegenOptions::default()
             },
         ] {
-            let code = generate(&k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let code = generate(k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
             let name = format!("{name}.{}", opts.tag());
             if let Some(dir) = &dump {
                 std::fs::create_dir_all(dir).expect("dump dir");

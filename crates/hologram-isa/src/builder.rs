@@ -67,6 +67,28 @@ impl IntoOperand for bool {
     }
 }
 
+impl IntoOperand for Imm {
+    fn into_operand(self) -> Operand<String> {
+        Operand::Imm(self)
+    }
+}
+
+/// Builder methods for two-operand operations: `name => BinaryOp variant`.
+macro_rules! binary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),+ $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(
+            &mut self,
+            ty: Type,
+            dst: &str,
+            a: impl IntoOperand,
+            b: impl IntoOperand,
+        ) -> &mut Self {
+            self.binary(BinaryOp::$op, ty, dst, a, b)
+        }
+    )+};
+}
+
 fn reg_name(r: &str) -> String {
     r.strip_prefix('%').unwrap_or(r).to_string()
 }
@@ -276,6 +298,41 @@ impl ProgramBuilder {
         b: impl IntoOperand,
     ) -> &mut Self {
         self.binary(BinaryOp::Mul, ty, dst, a, b)
+    }
+
+    binary_methods! {
+        /// `sub.T dst, a, b`
+        sub => Sub,
+        /// `div.T dst, a, b`
+        div => Div,
+        /// `rem.T dst, a, b`
+        rem => Rem,
+        /// `min.T dst, a, b`
+        min => Min,
+        /// `max.T dst, a, b`
+        max => Max,
+        /// `and.T dst, a, b`
+        and => And,
+        /// `or.T dst, a, b`
+        or => Or,
+        /// `xor.T dst, a, b`
+        xor => Xor,
+        /// `shl.T dst, a, b`
+        shl => Shl,
+        /// `shr.T dst, a, b`
+        shr => Shr,
+    }
+
+    /// `mad.T dst, a, b, c` (floats: rounded twice)
+    pub fn mad(
+        &mut self,
+        ty: Type,
+        dst: &str,
+        a: impl IntoOperand,
+        b: impl IntoOperand,
+        c: impl IntoOperand,
+    ) -> &mut Self {
+        self.ternary(TernaryOp::Mad, ty, dst, a, b, c)
     }
 
     /// `fma.T dst, a, b, c`

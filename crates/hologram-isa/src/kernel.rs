@@ -179,6 +179,51 @@ impl Kernel {
         }
     }
 
+    /// Checks that every index inside the kernel refers to something that exists: registers,
+    /// parameters, arrays, guards and jump targets. [`crate::validate`] only makes kernels that
+    /// pass; a kernel assembled by hand (its fields are public) may not, and must be checked
+    /// before anything indexes tables with it.
+    pub fn check_references(&self) -> Result<(), String> {
+        let (nregs, nparams) = (self.regs.len(), self.params.len());
+        let narrays = nparams + self.shared.len() + self.scratch.len();
+        let reg = |r: &u32| (*r as usize) < nregs;
+        let param = |p: &u32| (*p as usize) < nparams;
+        let operand_ok = |o: &Operand<u32>| match o {
+            Operand::Reg(r) => reg(r),
+            Operand::Param(p) => param(p) && !self.params[*p as usize].is_buffer(),
+            _ => true,
+        };
+        for (pc, inst) in self.insts.iter().enumerate() {
+            let bad = |what: &str| Err(format!("instruction {pc}: {what}"));
+            if inst.guard.as_ref().is_some_and(|g| !reg(&g.pred)) {
+                return bad("its guard names a register that does not exist");
+            }
+            if inst.op.dst().is_some_and(|d| !reg(d)) {
+                return bad("it writes a register that does not exist");
+            }
+            if inst.op.sources().iter().any(|(o, _)| !operand_ok(o)) {
+                return bad("an operand names a register or scalar parameter that does not exist");
+            }
+            if let Some(m) = inst.op.mem() {
+                let id = m.array as usize;
+                if id >= narrays || (id < nparams && !self.params[id].is_buffer()) {
+                    return bad("it accesses an array that does not exist");
+                }
+            }
+            if inst
+                .op
+                .target()
+                .is_some_and(|t| *t as usize > self.insts.len())
+            {
+                return bad("it jumps past the end of the kernel");
+            }
+        }
+        if self.facts.zero_init.iter().any(|r| !reg(r)) {
+            return Err("its zero-initialized registers include one that does not exist".into());
+        }
+        Ok(())
+    }
+
     /// True when the instruction at `pc` can branch away (used by control-flow analyses).
     pub fn is_branch(&self, pc: usize) -> bool {
         matches!(

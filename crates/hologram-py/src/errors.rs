@@ -56,11 +56,14 @@ pub fn to_py(e: Error) -> PyErr {
         Error::BackendUnavailable { .. } | Error::UnknownBackend(_) => {
             BackendUnavailableError::new_err(msg)
         }
-        Error::Program(_)
+        Error::Asm(_)
+        | Error::Invalid(_)
+        | Error::InvalidArgument(_)
         | Error::LengthMismatch(_)
         | Error::TypeMismatch(_)
         | Error::ShapeMismatch(_)
         | Error::DeviceMismatch(_) => ValidationError::new_err(msg),
+        Error::Internal(_) => HologramError::new_err(msg),
         Error::Backend(b) => match b {
             BackendError::OutOfBounds { .. } => OutOfBoundsError::new_err(msg),
             BackendError::OutOfMemory { .. } => OutOfMemoryError::new_err(msg),

@@ -1,6 +1,7 @@
 //! `hologram.asm(text)` and running programs from Python.
 
 use hologram_backends::{KernelArg, LaunchConfig};
+use hologram_compiler::Canonical;
 use hologram_core::Executor;
 use hologram_isa::semantics::Value;
 use hologram_isa::{Kernel, ParamKind};
@@ -15,6 +16,8 @@ use crate::tensor::PyTensor;
 #[pyclass(name = "Program", module = "hologram._native", frozen)]
 pub struct PyProgram {
     pub kernel: Kernel,
+    /// The canonical form, made once: launches look the compiled kernel up by its digest.
+    pub canonical: Canonical,
 }
 
 #[pymethods]
@@ -24,7 +27,9 @@ impl PyProgram {
     fn new(text: &str) -> PyRes<Self> {
         let kernel =
             hologram_isa::assemble(text).map_err(|e| ValidationError::new_err(e.to_string()))?;
-        Ok(PyProgram { kernel })
+        let canonical =
+            Canonical::new(&kernel).map_err(|e| ValidationError::new_err(e.to_string()))?;
+        Ok(PyProgram { kernel, canonical })
     }
 
     /// Kernel name.
@@ -56,13 +61,13 @@ impl PyProgram {
 
     /// The canonical form as `.hasm` text.
     fn canonical(&self) -> String {
-        hologram_isa::print(&hologram_compiler::canonicalize(&self.kernel).0.to_program())
+        hologram_isa::print(&self.canonical.kernel().to_program())
     }
 
     /// The canonical digest (hex), which keys kernel caches.
     #[getter]
     fn digest(&self) -> String {
-        hologram_compiler::digest(&self.kernel).to_string()
+        self.canonical.digest().to_string()
     }
 
     fn __repr__(&self) -> String {
@@ -155,7 +160,7 @@ pub fn run(
         block: dims(&block, "block")?,
         bounds_checks,
     };
-    let (exec, kernel) = (exec.clone(), k.clone());
+    let (exec, kernel) = (exec.clone(), program.canonical.clone());
     nogil(py, move || {
         let compiled = exec.compile(&kernel)?;
         exec.launch(&compiled, &config, &kargs)

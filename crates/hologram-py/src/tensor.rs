@@ -389,7 +389,7 @@ impl PyTensor {
                 "mse" => t.mse_loss(&y),
                 "cross_entropy" => t.cross_entropy(&y),
                 "binary_cross_entropy" => t.binary_cross_entropy(&y),
-                other => Err(hologram_core::Error::Program(format!(
+                other => Err(hologram_core::Error::InvalidArgument(format!(
                     "unknown loss '{other}'"
                 ))),
             })?,
@@ -468,7 +468,7 @@ impl PyTensor {
             t: nogil(py, move || match name.as_str() {
                 "cross_entropy" => t.cross_entropy_backward(&y, grad),
                 "binary_cross_entropy" => t.binary_cross_entropy_backward(&y, grad),
-                other => Err(hologram_core::Error::Program(format!(
+                other => Err(hologram_core::Error::InvalidArgument(format!(
                     "no backward for loss '{other}'"
                 ))),
             })?,

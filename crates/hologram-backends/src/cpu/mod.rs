@@ -18,7 +18,9 @@ mod native_rows;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use hologram_isa::{Kernel, ParamKind};
+use hologram_compiler::patterns::Pattern;
+use hologram_compiler::Canonical;
+use hologram_isa::ParamKind;
 use rayon::prelude::*;
 
 pub use memory::CpuMemory;
@@ -165,25 +167,26 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
+    fn compile(&self, canonical: &Canonical) -> Result<CompiledKernel> {
+        let kernel = canonical.kernel();
         let _span =
             tracing::debug_span!("compile", backend = "cpu", kernel = %kernel.name).entered();
         let mut lowered = compile::lower(kernel)?;
-        if let Some(pattern) =
-            hologram_compiler::patterns::recognize_map(kernel).filter(|_| self.native_patterns)
-        {
-            tracing::debug!(kernel = %kernel.name, "recognized an element-wise map: native loop");
-            lowered.native = Some(native::NativeMap::plan(&lowered, pattern));
-        } else if self.native_patterns {
-            lowered.native_reduce = hologram_compiler::patterns::recognize_reduce(kernel);
-            if lowered.native_reduce.is_some() {
-                tracing::debug!(kernel = %kernel.name, "recognized a reduction: native loop");
-            } else {
-                lowered.native_rows = hologram_compiler::patterns::recognize_rows(kernel);
-                if lowered.native_rows.is_some() {
-                    tracing::debug!(kernel = %kernel.name, "recognized a row kernel: native loop");
-                }
+        // The kernel's intent picks the native loop; everything else runs on the interpreter.
+        match canonical.pattern().filter(|_| self.native_patterns) {
+            Some(Pattern::Map(pattern)) => {
+                tracing::debug!(kernel = %kernel.name, "element-wise map: native loop");
+                lowered.native = Some(native::NativeMap::plan(&lowered, pattern.clone()));
             }
+            Some(Pattern::Reduce(pattern)) => {
+                tracing::debug!(kernel = %kernel.name, "reduction: native loop");
+                lowered.native_reduce = Some(*pattern);
+            }
+            Some(Pattern::Rows(pattern)) => {
+                tracing::debug!(kernel = %kernel.name, "row kernel: native loop");
+                lowered.native_rows = Some(*pattern);
+            }
+            None => {}
         }
         bump(&self.counters.compiles, 1);
         bump(&self.counters.code_bytes, lowered.code_bytes() as u64);

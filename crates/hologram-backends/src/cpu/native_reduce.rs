@@ -304,6 +304,9 @@ pub(crate) fn run(p: &ReducePattern, args: &Args<'_>, config: &LaunchConfig) -> 
         (F16, F32, F32) => go!(f16, f32, f32),
         (BF16, F32, BF16) => go!(bf16, f32, bf16),
         (BF16, F32, F32) => go!(bf16, f32, f32),
+        // The last stage of a multi-stage 16-bit reduction: f32 partials to the 16-bit result.
+        (F32, F32, F16) => go!(f32, f32, f16),
+        (F32, F32, BF16) => go!(f32, f32, bf16),
         (I32, I64, I64) => go!(i32, i64, i64),
         (I64, I64, I64) => go!(i64, i64, i64),
         (U8, I64, I64) => go!(u8, i64, i64),

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::result as drv;
 use cudarc::driver::sys;
-use hologram_compiler::Digest;
+use hologram_compiler::patterns::Pattern;
+use hologram_compiler::{Canonical, Digest};
 use hologram_isa::Kernel;
 
 use super::blas::Blas;
@@ -284,12 +285,14 @@ impl Backend for CudaBackend {
         dtod(from, to)
     }
 
-    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
+    fn compile(&self, canonical: &Canonical) -> Result<CompiledKernel> {
+        let kernel = canonical.kernel();
         let _span =
             tracing::debug_span!("compile", backend = "cuda", kernel = %kernel.name).entered();
         self.dev.bind()?;
-        let digest = hologram_compiler::digest(kernel);
-        let vector_map = codegen::map::vectorizable(kernel).is_some();
+        let digest = canonical.digest();
+        // The kernel's intent decides: maps whose loads all read at %gid get the vectorized form.
+        let vector_map = matches!(canonical.pattern(), Some(Pattern::Map(m)) if !m.gather);
         if vector_map {
             tracing::debug!(kernel = %kernel.name, "element-wise map: vectorized form");
         }

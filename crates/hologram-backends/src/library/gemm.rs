@@ -1,7 +1,5 @@
 //! General matrix multiply: `C = alpha * op(A) * op(B) + beta * C`, row-major, batched.
 
-use std::sync::Arc;
-
 use hologram_isa::semantics::Value;
 use hologram_isa::Type;
 
@@ -278,12 +276,13 @@ pub fn generic_gemm<B: Backend + ?Sized>(
     if desc.m == 0 || desc.n == 0 || desc.batch == 0 {
         return Ok(());
     }
-    let kernel =
-        hologram_isa::assemble(&kernel_text(desc.ty)).map_err(|e| BackendError::Compile {
+    let kernel = hologram_compiler::Canonical::assemble(&kernel_text(desc.ty)).map_err(|e| {
+        BackendError::Compile {
             kernel: format!("gemm_{}", desc.ty),
             log: e.to_string(),
-        })?;
-    let compiled = backend.compile(&Arc::new(kernel))?;
+        }
+    })?;
+    let compiled = backend.compile(&kernel)?;
     let acc = |v: f64| {
         if desc.ty == Type::F64 {
             Value::F64(v)

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use hologram_compiler::Canonical;
 use hologram_isa::Kernel;
 
 use super::adapter::{AdapterOptions, Api};
@@ -47,6 +48,8 @@ impl std::fmt::Debug for WgpuBackend {
 /// Pipelines are built per block size at launch (cached).
 struct WgpuKernel {
     kernel: Arc<Kernel>,
+    /// The canonical digest: with the adapter and options, the pipeline's cache key.
+    digest: hologram_compiler::Digest,
 }
 
 impl WgpuBackend {
@@ -272,7 +275,8 @@ impl Backend for WgpuBackend {
         )
     }
 
-    fn compile(&self, kernel: &Arc<Kernel>) -> Result<CompiledKernel> {
+    fn compile(&self, canonical: &Canonical) -> Result<CompiledKernel> {
+        let kernel = canonical.kernel();
         let _span =
             tracing::debug_span!("compile", backend = "wgpu", kernel = %kernel.name).entered();
         // Reject what the adapter cannot run now, before any launch.
@@ -282,6 +286,7 @@ impl Backend for WgpuBackend {
             kernel.clone(),
             Arc::new(WgpuKernel {
                 kernel: kernel.clone(),
+                digest: canonical.digest(),
             }),
         ))
     }
@@ -318,7 +323,7 @@ impl Backend for WgpuBackend {
             return Ok(());
         }
         let opts = launch::options(&self.gpu, config);
-        let key = pipeline_cache::key(kern, &self.target, &opts);
+        let key = pipeline_cache::key(&k.digest, &self.target, &opts);
         let pipeline = self.cache.get_or_build(key, || {
             let generated = generate(kern, &opts, &self.gpu.info.name)?;
             launch::build_pipeline(&self.gpu, kern, generated)

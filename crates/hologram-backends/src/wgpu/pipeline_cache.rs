@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hologram_compiler::Digest;
-use hologram_isa::Kernel;
 
 use super::codegen::{CodegenOptions, Generated};
 
@@ -39,8 +38,8 @@ pub struct PipelineCache {
 }
 
 /// The cache key of a kernel with options on an adapter.
-pub fn key(kernel: &Kernel, adapter: &str, opts: &CodegenOptions) -> Digest {
-    hologram_compiler::cache_key(kernel, &format!("wgpu;{adapter};{}", opts.key()))
+pub fn key(digest: &Digest, adapter: &str, opts: &CodegenOptions) -> Digest {
+    hologram_compiler::key_of(digest, &format!("wgpu;{adapter};{}", opts.key()))
 }
 
 impl PipelineCache {

@@ -8,7 +8,7 @@
 //! how callers handle such devices on any adapter).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use crate::backend::{Backend, BufferArg, KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
@@ -72,11 +72,12 @@ pub(crate) fn flushes_f32_subnormals(backend: &dyn Backend, target: &str) -> Res
 }
 
 fn run_probe(backend: &dyn Backend) -> Result<[u32; 4]> {
-    let kernel = hologram_isa::assemble(PROBE).map_err(|e| BackendError::Compile {
-        kernel: "hg_probe_f32_subnormals".into(),
-        log: e.to_string(),
-    })?;
-    let compiled = backend.compile(&Arc::new(kernel))?;
+    let kernel =
+        hologram_compiler::Canonical::assemble(PROBE).map_err(|e| BackendError::Compile {
+            kernel: "hg_probe_f32_subnormals".into(),
+            log: e.to_string(),
+        })?;
+    let compiled = backend.compile(&kernel)?;
     let input: Vec<u8> = INPUTS.iter().flat_map(|w| w.to_le_bytes()).collect();
     let x = backend.allocate(input.len())?;
     backend.copy_in(&x, 0, &input)?;

@@ -165,7 +165,7 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
         outs.push((b, PathBuf::from(file)));
     }
     let t = Instant::now();
-    let compiled = exec.compile(&kernel)?;
+    let compiled = exec.compile_kernel(&kernel)?;
     let compile_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
     for rep in 0..a.repeat.max(1) {

@@ -3,7 +3,7 @@
 
 use hologram_isa::{Kernel, ParamKind, Type};
 
-use super::reduce_templates::{block_kernel, lane_kernel, Combine};
+use super::reduce_templates::{self, Combine};
 use super::{structural_text, template_structure, TemplateCache};
 
 /// Which template a reduction matched.
@@ -36,12 +36,7 @@ pub struct ReducePattern {
 
 fn template_text(p: &ReducePattern) -> Option<String> {
     static CACHE: TemplateCache<ReducePattern> = TemplateCache::new();
-    template_structure(&CACHE, p, || match p.kind {
-        ReduceKind::Lane => lane_kernel(p.combine, p.storage, p.acc, p.out),
-        ReduceKind::Block { index_input } => {
-            block_kernel(p.combine, p.storage, p.acc, p.out, index_input)
-        }
-    })
+    template_structure(&CACHE, p, || reduce_templates::program(p))
 }
 
 fn buffer_types(k: &Kernel) -> Vec<Option<Type>> {
@@ -122,13 +117,18 @@ mod tests {
             (Combine::ArgMax, Type::F32, Type::F32, Type::F32),
             (Combine::Sum, Type::U8, Type::I64, Type::I64),
         ] {
-            let lane = hologram_isa::assemble(&lane_kernel(c, s, a, o)).unwrap();
+            // Written out as text, as a user would: recognized from the canonical form.
+            let text = |p| hologram_isa::print(&p);
+            let lane =
+                hologram_isa::assemble(&text(reduce_templates::lane_program(c, s, a, o))).unwrap();
             let got = recognize_reduce(&lane).unwrap();
             assert_eq!(
                 (got.kind, got.combine, got.storage, got.acc),
                 (ReduceKind::Lane, c, s, a)
             );
-            let block = hologram_isa::assemble(&block_kernel(c, s, a, o, false)).unwrap();
+            let block =
+                hologram_isa::assemble(&text(reduce_templates::block_program(c, s, a, o, false)))
+                    .unwrap();
             let got = recognize_reduce(&block).unwrap();
             assert_eq!(
                 (got.kind, got.combine, got.acc),

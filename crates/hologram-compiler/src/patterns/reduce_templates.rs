@@ -2,21 +2,27 @@
 //!
 //! Two kernels: one lane per output element looping over R (inner > 1, or short rows), and one
 //! block per output chunk that reduces through shared memory with a tree (long contiguous rows;
-//! long rows are split into chunks whose partial results are reduced again). Tensor ops emit
-//! them; [`super::recognize_reduce`] recognizes any kernel whose canonical form is one of them,
-//! so backends can run it as a library reduction.
+//! long rows are split into chunks whose partial results are reduced again). They are built as
+//! IR with [`ProgramBuilder`] and [`kernel`] returns them as [`Canonical`] kernels that carry
+//! their intent ([`ReducePattern`]), so backends run them on their library paths without
+//! recognizing anything. [`super::recognize_reduce`] still recognizes hand-written kernels whose
+//! canonical form is one of them.
 
-use hologram_isa::Type;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
-/// The value `x` as a literal of type `t`.
-fn lit(t: Type, x: f64) -> String {
+use hologram_isa::{BinaryOp, CmpOp, Imm, Program, ProgramBuilder, Special, Type, ValidationError};
+
+use super::reduce::{ReduceKind, ReducePattern};
+use super::Pattern;
+use crate::Canonical;
+
+/// The value `x` as an immediate of type `t`.
+pub(crate) fn imm(t: Type, x: f64) -> Imm {
     if t.is_float() {
-        let v = if t == Type::F32 { (x as f32) as f64 } else { x };
-        hologram_isa::Imm::Float(v).to_string()
-    } else if t == Type::Pred {
-        if x != 0.0 { "true" } else { "false" }.to_string()
+        Imm::Float(if t == Type::F32 { (x as f32) as f64 } else { x })
     } else {
-        format!("{}", x as i128)
+        Imm::Int(x as i128)
     }
 }
 
@@ -39,58 +45,60 @@ impl Combine {
     }
 
     /// The identity element in accumulator type `t`.
-    pub(crate) fn init(self, t: Type) -> String {
+    pub(crate) fn init(self, t: Type) -> Imm {
+        let (lo, hi) = t.int_range().unwrap_or((0, 0));
         match self {
-            Combine::Sum => lit(t, 0.0),
-            Combine::Prod => lit(t, 1.0),
-            Combine::Max | Combine::ArgMax => {
-                if t.is_float() {
-                    "-inf".into()
-                } else {
-                    format!("{}", t.int_range().map(|r| r.0).unwrap_or(0))
-                }
-            }
-            Combine::Min | Combine::ArgMin => {
-                if t.is_float() {
-                    "inf".into()
-                } else {
-                    format!("{}", t.int_range().map(|r| r.1).unwrap_or(0))
-                }
-            }
+            Combine::Sum => imm(t, 0.0),
+            Combine::Prod => imm(t, 1.0),
+            Combine::Max | Combine::ArgMax if t.is_float() => Imm::Float(f64::NEG_INFINITY),
+            Combine::Min | Combine::ArgMin if t.is_float() => Imm::Float(f64::INFINITY),
+            Combine::Max | Combine::ArgMax => Imm::Int(lo),
+            Combine::Min | Combine::ArgMin => Imm::Int(hi),
         }
     }
 
-    /// Lines that fold value `x` (index `ix` for arg reductions) into `acc` (`aix`). Max and min
-    /// propagate NaN, like NumPy and PyTorch; ties keep the first index.
+    /// Folds value `x` into `acc`, and for arg reductions its index into the accumulator's:
+    /// `index` is `(accumulator index, x's index)`. `tag` names the fold's temporaries. Max and
+    /// min propagate NaN, like NumPy and PyTorch; ties keep the first index.
     pub(crate) fn fold(
         self,
+        b: &mut ProgramBuilder,
         t: Type,
         acc: &str,
         x: &str,
-        aix: &str,
-        ix: &str,
+        (aix, ix): (&str, &str),
         tag: &str,
-    ) -> String {
+    ) {
         match self {
-            Combine::Sum => format!("    add.{t} {acc}, {acc}, {x};\n"),
-            Combine::Prod => format!("    mul.{t} {acc}, {acc}, {x};\n"),
+            Combine::Sum => {
+                b.add(t, acc, acc, x);
+            }
+            Combine::Prod => {
+                b.mul(t, acc, acc, x);
+            }
             Combine::Max | Combine::Min | Combine::ArgMax | Combine::ArgMin => {
                 let cmp = if matches!(self, Combine::Max | Combine::ArgMax) {
-                    "gt"
+                    CmpOp::Gt
                 } else {
-                    "lt"
+                    CmpOp::Lt
                 };
-                let mut s = format!("    setp.{cmp}.{t} %better{tag}, {x}, {acc};\n");
+                let (better, xnan, anum) = (
+                    format!("%better{tag}"),
+                    format!("%xnan{tag}"),
+                    format!("%anum{tag}"),
+                );
+                b.setp(cmp, t, &better, x, acc);
                 if t.is_float() {
                     // x is NaN and acc is not: take x.
-                    s += &format!("    setp.ne.{t} %xnan{tag}, {x}, {x};\n    setp.eq.{t} %anum{tag}, {acc}, {acc};\n");
-                    s += &format!("    and.pred %xnan{tag}, %xnan{tag}, %anum{tag};\n    or.pred %better{tag}, %better{tag}, %xnan{tag};\n");
+                    b.setp(CmpOp::Ne, t, &xnan, x, x);
+                    b.setp(CmpOp::Eq, t, &anum, acc, acc);
+                    b.and(Type::Pred, &xnan, xnan.as_str(), anum.as_str());
+                    b.or(Type::Pred, &better, better.as_str(), xnan.as_str());
                 }
-                s += &format!("    selp.{t} {acc}, {x}, {acc}, %better{tag};\n");
+                b.selp(t, acc, x, acc, better.as_str());
                 if self.is_arg() {
-                    s += &format!("    selp.u32 {aix}, {ix}, {aix}, %better{tag};\n");
+                    b.selp(Type::U32, aix, ix, aix, better.as_str());
                 }
-                s
             }
         }
     }
@@ -106,19 +114,31 @@ pub const LANE_UNROLL: u32 = 4;
 /// The loop over `r` is unrolled [`LANE_UNROLL`] times: the unrolled body issues all its loads
 /// before folding them in order, so loads overlap on GPUs while the order of operations (and so
 /// every result bit) stays that of the plain sequential loop.
-pub fn lane_kernel(c: Combine, storage: Type, acc: Type, out: Type) -> String {
+pub fn lane_program(c: Combine, storage: Type, acc: Type, out: Type) -> Program {
     let u = LANE_UNROLL as usize;
-    let load = load_line(storage, acc, "%x", "x", "%idx");
-    let fold = c.fold(acc, "%acc", "%x", "%best", "%r", "");
-    let mut unrolled = String::new();
-    for k in 1..u {
-        let prev = if k == 1 {
-            "%idx".to_string()
-        } else {
-            format!("%idx{}", k - 1)
-        };
-        unrolled += &format!("    add.u32 %idx{k}, {prev}, inner;\n");
-    }
+    let store_ty = if c.is_arg() { Type::U32 } else { out };
+    let mut b = ProgramBuilder::new("reduce_lane");
+    b.buffer("x", storage)
+        .buffer_rw("out", store_ty)
+        .scalar("off", Type::U32)
+        .scalar("rlen", Type::U32)
+        .scalar("inner", Type::U32)
+        .scalar("n", Type::U32);
+    let gid = Special::GidLinear;
+    b.setp(CmpOp::Ge, Type::U32, "%done", gid, "n");
+    b.guard("%done", false).exit();
+    b.div(Type::U32, "%o", gid, "inner");
+    b.rem(Type::U32, "%i", gid, "inner");
+    b.mul(Type::U32, "%rowlen", "rlen", "inner");
+    b.mad(Type::U32, "%idx", "%o", "%rowlen", "%i");
+    b.add(Type::U32, "%idx", "%idx", "off");
+    b.mov(acc, "%acc", c.init(acc));
+    b.mov(Type::U32, "%best", 0u32);
+    b.mov(Type::U32, "%r", 0u32);
+    b.and(Type::U32, "%full", "rlen", !(LANE_UNROLL - 1));
+    b.label("UNROLLED");
+    b.setp(CmpOp::Ge, Type::U32, "%rest", "%r", "%full");
+    b.guard("%rest", false).bra("LOOP");
     let idx_of = |k: usize| {
         if k == 0 {
             "%idx".to_string()
@@ -126,73 +146,53 @@ pub fn lane_kernel(c: Combine, storage: Type, acc: Type, out: Type) -> String {
             format!("%idx{k}")
         }
     };
-    unrolled += &load_group(storage, acc, "x", u, idx_of);
+    for k in 1..u {
+        b.add(Type::U32, &idx_of(k), idx_of(k - 1).as_str(), "inner");
+    }
+    load_group(&mut b, storage, acc, "x", u, idx_of);
     for k in 0..u {
         let ix = if k == 0 {
             "%r".to_string()
         } else {
-            unrolled += &format!("    add.u32 %r{k}, %r, {k};\n");
+            b.add(Type::U32, &format!("%r{k}"), "%r", k as u32);
             format!("%r{k}")
         };
-        unrolled += &c.fold(acc, "%acc", &format!("%x{k}"), "%best", &ix, "");
+        c.fold(&mut b, acc, "%acc", &format!("%x{k}"), ("%best", &ix), "");
     }
+    b.add(Type::U32, "%idx", idx_of(u - 1).as_str(), "inner");
+    b.add(Type::U32, "%r", "%r", u as u32);
+    b.bra("UNROLLED");
+    b.label("LOOP");
+    b.setp(CmpOp::Ge, Type::U32, "%end", "%r", "rlen");
+    b.guard("%end", false).bra("STORE");
+    load_one(&mut b, storage, acc, "%x", "x", "%idx");
+    c.fold(&mut b, acc, "%acc", "%x", ("%best", "%r"), "");
+    b.add(Type::U32, "%idx", "%idx", "inner");
+    b.add(Type::U32, "%r", "%r", 1u32);
+    b.bra("LOOP");
+    b.label("STORE");
     let result = if c.is_arg() {
-        "%best".to_string()
+        "%best"
+    } else if acc == out {
+        "%acc"
     } else {
-        convert_out(acc, out, "%acc")
+        b.cvt(out, acc, "%res", "%acc");
+        "%res"
     };
-    let store_ty = if c.is_arg() { Type::U32 } else { out };
-    format!(
-        ".kernel reduce_lane
-.param .buf.{storage} x
-.param .buf.{store_ty} out .rw
-.param .u32 off
-.param .u32 rlen
-.param .u32 inner
-.param .u32 n
-    setp.ge.u32 %done, %gid, n;
-@%done exit;
-    div.u32 %o, %gid, inner;
-    rem.u32 %i, %gid, inner;
-    mul.u32 %rowlen, rlen, inner;
-    mad.u32 %idx, %o, %rowlen, %i;
-    add.u32 %idx, %idx, off;
-    mov.{acc} %acc, {init};
-    mov.u32 %best, 0;
-    mov.u32 %r, 0;
-    and.u32 %full, rlen, {mask};
-UNROLLED:
-    setp.ge.u32 %rest, %r, %full;
-@%rest bra LOOP;
-{unrolled}    add.u32 %idx, %idx{last}, inner;
-    add.u32 %r, %r, {u};
-    bra UNROLLED;
-LOOP:
-    setp.ge.u32 %end, %r, rlen;
-@%end bra STORE;
-{load}{fold}    add.u32 %idx, %idx, inner;
-    add.u32 %r, %r, 1;
-    bra LOOP;
-STORE:
-{result_lines}    st.{store_ty} out[%gid], {result};
-",
-        init = c.init(acc),
-        result_lines = result_prep(c, acc, out),
-        mask = !(LANE_UNROLL - 1),
-        last = u - 1,
-    )
+    b.st(store_ty, "out", gid, result);
+    b.finish()
 }
 
 /// Loads `count` elements of `arr` at the indexes `idx(k)` into `%x0..` (converted to `acc`),
 /// every load before any conversion, so the loads are in flight together.
 pub(crate) fn load_group(
+    b: &mut ProgramBuilder,
     storage: Type,
     acc: Type,
     arr: &str,
     count: usize,
     idx: impl Fn(usize) -> String,
-) -> String {
-    let mut s = String::new();
+) {
     let raw = |k: usize| {
         if storage == acc {
             format!("%x{k}")
@@ -201,37 +201,21 @@ pub(crate) fn load_group(
         }
     };
     for k in 0..count {
-        s += &format!("    ld.{storage} {}, {arr}[{}];\n", raw(k), idx(k));
+        b.ld(storage, &raw(k), arr, idx(k).as_str());
     }
     if storage != acc {
         for k in 0..count {
-            s += &format!("    cvt.{acc}.{storage} %x{k}, %raw{k};\n");
+            b.cvt(acc, storage, &format!("%x{k}"), raw(k).as_str());
         }
     }
-    s
 }
 
-fn load_line(storage: Type, acc: Type, dst: &str, arr: &str, idx: &str) -> String {
+fn load_one(b: &mut ProgramBuilder, storage: Type, acc: Type, dst: &str, arr: &str, idx: &str) {
     if storage == acc {
-        format!("    ld.{storage} {dst}, {arr}[{idx}];\n")
+        b.ld(storage, dst, arr, idx);
     } else {
-        format!("    ld.{storage} %raw, {arr}[{idx}];\n    cvt.{acc}.{storage} {dst}, %raw;\n")
-    }
-}
-
-fn convert_out(acc: Type, out: Type, v: &str) -> String {
-    if acc == out {
-        v.to_string()
-    } else {
-        "%res".to_string()
-    }
-}
-
-fn result_prep(c: Combine, acc: Type, out: Type) -> String {
-    if c.is_arg() || acc == out {
-        String::new()
-    } else {
-        format!("    cvt.{out}.{acc} %res, %acc;\n")
+        b.ld(storage, "%raw", arr, idx);
+        b.cvt(acc, storage, dst, "%raw");
     }
 }
 
@@ -251,161 +235,187 @@ pub const BLOCK_UNROLL: u32 = 8;
 /// issued before the folds, so on GPUs that many loads per lane are in flight while the order of
 /// operations stays that of the plain loop. Then a shared-memory tree halves the
 /// [`BLOCK`] accumulators down to one.
-pub fn block_kernel(
+pub fn block_program(
     c: Combine,
     storage: Type,
     acc: Type,
     out: Type,
     with_index_input: bool,
-) -> String {
-    let load = load_line(storage, acc, "%x", "x", "%idx");
-    let fold = c.fold(acc, "%acc", "%x", "%best", "%src", "");
+) -> Program {
     let arg = c.is_arg();
-    let mut head = format!(".kernel reduce_block\n.param .buf.{storage} x\n");
+    let mut b = ProgramBuilder::new("reduce_block");
+    b.buffer("x", storage);
     if with_index_input {
-        head += ".param .buf.u32 xix\n";
+        b.buffer("xix", Type::U32);
     }
     let store_ty = if arg { acc } else { out };
-    head += &format!(".param .buf.{store_ty} out .rw\n");
+    b.buffer_rw("out", store_ty);
     if arg {
-        head += ".param .buf.u32 outix .rw\n";
+        b.buffer_rw("outix", Type::U32);
     }
-    head += &format!(
-        ".param .u32 off\n.param .u32 rlen\n.param .u32 chunks\n.param .u32 clen\n.shared .{acc} sacc[{BLOCK}]\n"
-    );
+    b.scalar("off", Type::U32)
+        .scalar("rlen", Type::U32)
+        .scalar("chunks", Type::U32)
+        .scalar("clen", Type::U32)
+        .shared("sacc", acc, BLOCK);
     if arg {
-        head += &format!(".shared .u32 six[{BLOCK}]\n");
+        b.shared("six", Type::U32, BLOCK);
     }
-    let src_index = if with_index_input {
-        "    ld.u32 %src, xix[%idx];\n"
-    } else {
-        "    sub.u32 %src, %idx, %rowbase;\n"
-    };
+    let ctaid = Special::Ctaid(hologram_isa::Dim::X);
+    b.mov(Type::U32, "%t", Special::Tid(hologram_isa::Dim::X));
+    b.div(Type::U32, "%row", ctaid, "chunks");
+    b.rem(Type::U32, "%chunk", ctaid, "chunks");
+    b.mul(Type::U32, "%start", "%chunk", "clen");
+    b.add(Type::U32, "%stop", "%start", "clen");
+    b.min(Type::U32, "%stop", "%stop", "rlen");
+    b.mad(Type::U32, "%rowbase", "%row", "rlen", "off");
+    b.add(Type::U32, "%pos", "%start", "%t");
+    b.mov(acc, "%acc", c.init(acc));
+    b.mov(Type::U32, "%best", 0u32);
+    b.label("UNROLLED");
+    b.add(Type::U32, "%far", "%pos", (BLOCK_UNROLL - 1) * BLOCK);
+    b.setp(CmpOp::Ge, Type::U32, "%rest", "%far", "%stop");
+    b.guard("%rest", false).bra("LOOP");
     let u = BLOCK_UNROLL as usize;
     let idx_of = |k: usize| format!("%idx{k}");
-    let mut unrolled = "    add.u32 %idx0, %rowbase, %pos;\n".to_string();
+    b.add(Type::U32, "%idx0", "%rowbase", "%pos");
     for k in 1..u {
-        unrolled += &format!("    add.u32 %idx{k}, %idx{}, {BLOCK};\n", k - 1);
+        b.add(Type::U32, &idx_of(k), idx_of(k - 1).as_str(), BLOCK);
     }
-    unrolled += &load_group(storage, acc, "x", u, idx_of);
-    for k in 0..u {
-        if arg {
-            unrolled += &if with_index_input {
-                format!("    ld.u32 %src{k}, xix[%idx{k}];\n")
+    load_group(&mut b, storage, acc, "x", u, idx_of);
+    if arg {
+        for k in 0..u {
+            let src = format!("%src{k}");
+            if with_index_input {
+                b.ld(Type::U32, &src, "xix", idx_of(k).as_str());
             } else {
-                format!("    sub.u32 %src{k}, %idx{k}, %rowbase;\n")
-            };
+                b.sub(Type::U32, &src, idx_of(k).as_str(), "%rowbase");
+            }
         }
     }
     for k in 0..u {
-        unrolled += &c.fold(
-            acc,
-            "%acc",
-            &format!("%x{k}"),
-            "%best",
-            &format!("%src{k}"),
-            "",
-        );
+        let (x, src) = (format!("%x{k}"), format!("%src{k}"));
+        c.fold(&mut b, acc, "%acc", &x, ("%best", &src), "");
     }
-    let tree_fold = if arg {
-        arg_tree_fold(c, acc)
+    b.add(Type::U32, "%pos", "%pos", BLOCK_UNROLL * BLOCK);
+    b.bra("UNROLLED");
+    b.label("LOOP");
+    b.setp(CmpOp::Ge, Type::U32, "%end", "%pos", "%stop");
+    b.guard("%end", false).bra("REDUCE");
+    b.add(Type::U32, "%idx", "%rowbase", "%pos");
+    load_one(&mut b, storage, acc, "%x", "x", "%idx");
+    if with_index_input {
+        b.ld(Type::U32, "%src", "xix", "%idx");
     } else {
-        c.fold(acc, "%mine", "%other", "%mix", "%oix", "t")
-    };
-    let store = if arg {
-        "    st.{acc} out[%ctaid.x], %mine;\n    st.u32 outix[%ctaid.x], %mix;\n"
-            .replace("{acc}", acc.name())
+        b.sub(Type::U32, "%src", "%idx", "%rowbase");
+    }
+    c.fold(&mut b, acc, "%acc", "%x", ("%best", "%src"), "");
+    b.add(Type::U32, "%pos", "%pos", BLOCK);
+    b.bra("LOOP");
+    b.label("REDUCE");
+    b.st(acc, "sacc", "%t", "%acc");
+    if arg {
+        b.st(Type::U32, "six", "%t", "%best");
+    }
+    b.barrier();
+    b.mov(Type::U32, "%s", BLOCK / 2);
+    b.label("HALVE");
+    b.setp(CmpOp::Eq, Type::U32, "%fin", "%s", 0u32);
+    b.guard("%fin", false).bra("WRITE");
+    b.setp(CmpOp::Lt, Type::U32, "%active", "%t", "%s");
+    b.guard("%active", true).bra("NEXT");
+    b.add(Type::U32, "%o", "%t", "%s");
+    b.ld(acc, "%mine", "sacc", "%t");
+    b.ld(acc, "%other", "sacc", "%o");
+    if arg {
+        b.ld(Type::U32, "%mix", "six", "%t");
+        b.ld(Type::U32, "%oix", "six", "%o");
+        arg_tree_fold(&mut b, c, acc);
+    } else {
+        c.fold(&mut b, acc, "%mine", "%other", ("%mix", "%oix"), "t");
+    }
+    b.st(acc, "sacc", "%t", "%mine");
+    if arg {
+        b.st(Type::U32, "six", "%t", "%mix");
+    }
+    b.label("NEXT");
+    b.barrier();
+    b.binary(BinaryOp::Shr, Type::U32, "%s", "%s", 1u32);
+    b.bra("HALVE");
+    b.label("WRITE");
+    b.setp(CmpOp::Ne, Type::U32, "%rest", "%t", 0u32);
+    b.guard("%rest", false).exit();
+    b.ld(acc, "%mine", "sacc", 0u32);
+    if arg {
+        b.ld(Type::U32, "%mix", "six", 0u32);
+        b.st(acc, "out", ctaid, "%mine");
+        b.st(Type::U32, "outix", ctaid, "%mix");
     } else if acc == out {
-        format!("    st.{out} out[%ctaid.x], %mine;\n")
+        b.st(out, "out", ctaid, "%mine");
     } else {
-        format!("    cvt.{out}.{acc} %res, %mine;\n    st.{out} out[%ctaid.x], %res;\n")
-    };
-    let ix_lines = if arg {
-        "    st.u32 six[%t], %best;\n"
-    } else {
-        ""
-    };
-    let ix_load = if arg {
-        "    ld.u32 %mix, six[%t];\n    ld.u32 %oix, six[%o];\n"
-    } else {
-        ""
-    };
-    let ix_store = if arg {
-        "    st.u32 six[%t], %mix;\n"
-    } else {
-        ""
-    };
-    head + &format!(
-        "    mov.u32 %t, %tid.x;
-    div.u32 %row, %ctaid.x, chunks;
-    rem.u32 %chunk, %ctaid.x, chunks;
-    mul.u32 %start, %chunk, clen;
-    add.u32 %stop, %start, clen;
-    min.u32 %stop, %stop, rlen;
-    mad.u32 %rowbase, %row, rlen, off;
-    add.u32 %pos, %start, %t;
-    mov.{acc} %acc, {init};
-    mov.u32 %best, 0;
-UNROLLED:
-    add.u32 %far, %pos, {far};
-    setp.ge.u32 %rest, %far, %stop;
-@%rest bra LOOP;
-{unrolled}    add.u32 %pos, %pos, {step};
-    bra UNROLLED;
-LOOP:
-    setp.ge.u32 %end, %pos, %stop;
-@%end bra REDUCE;
-    add.u32 %idx, %rowbase, %pos;
-{load}{src_index}{fold}    add.u32 %pos, %pos, {BLOCK};
-    bra LOOP;
-REDUCE:
-    st.{acc} sacc[%t], %acc;
-{ix_lines}    barrier;
-    mov.u32 %s, {half};
-HALVE:
-    setp.eq.u32 %fin, %s, 0;
-@%fin bra WRITE;
-    setp.lt.u32 %active, %t, %s;
-@!%active bra NEXT;
-    add.u32 %o, %t, %s;
-    ld.{acc} %mine, sacc[%t];
-    ld.{acc} %other, sacc[%o];
-{ix_load}{tree_fold}    st.{acc} sacc[%t], %mine;
-{ix_store}NEXT:
-    barrier;
-    shr.u32 %s, %s, 1;
-    bra HALVE;
-WRITE:
-    setp.ne.u32 %rest, %t, 0;
-@%rest exit;
-    ld.{acc} %mine, sacc[0];
-{final_ix}{store}",
-        init = c.init(acc),
-        half = BLOCK / 2,
-        far = (BLOCK_UNROLL - 1) * BLOCK,
-        step = BLOCK_UNROLL * BLOCK,
-        final_ix = if arg {
-            "    ld.u32 %mix, six[0];\n"
-        } else {
-            ""
-        },
-    )
+        b.cvt(out, acc, "%res", "%mine");
+        b.st(out, "out", ctaid, "%res");
+    }
+    b.finish()
 }
 
 /// Combines two partial arg results: the better value wins; equal values (or two NaNs) keep the
 /// smaller index, so the result is the first occurrence.
-fn arg_tree_fold(c: Combine, t: Type) -> String {
-    let cmp = if c == Combine::ArgMax { "gt" } else { "lt" };
-    let mut s = format!("    setp.{cmp}.{t} %bt, %other, %mine;\n");
-    s += &format!("    setp.eq.{t} %eqv, %other, %mine;\n    setp.lt.u32 %lower, %oix, %mix;\n    and.pred %tie, %eqv, %lower;\n");
+fn arg_tree_fold(b: &mut ProgramBuilder, c: Combine, t: Type) {
+    let cmp = if c == Combine::ArgMax {
+        CmpOp::Gt
+    } else {
+        CmpOp::Lt
+    };
+    let p = Type::Pred;
+    b.setp(cmp, t, "%bt", "%other", "%mine");
+    b.setp(CmpOp::Eq, t, "%eqv", "%other", "%mine");
+    b.setp(CmpOp::Lt, Type::U32, "%lower", "%oix", "%mix");
+    b.and(p, "%tie", "%eqv", "%lower");
     if t.is_float() {
-        s += &format!("    setp.ne.{t} %on, %other, %other;\n    setp.ne.{t} %mn, %mine, %mine;\n");
-        s += "    and.pred %both, %mn, %on;\n    and.pred %both, %both, %lower;\n";
-        s += "    or.pred %bt, %bt, %on;\n    not.pred %mnn, %mn;\n    and.pred %bt, %bt, %mnn;\n    or.pred %bt, %bt, %both;\n";
+        b.setp(CmpOp::Ne, t, "%on", "%other", "%other");
+        b.setp(CmpOp::Ne, t, "%mn", "%mine", "%mine");
+        b.and(p, "%both", "%mn", "%on");
+        b.and(p, "%both", "%both", "%lower");
+        b.or(p, "%bt", "%bt", "%on");
+        b.unary(hologram_isa::UnaryOp::Not, p, "%mnn", "%mn");
+        b.and(p, "%bt", "%bt", "%mnn");
+        b.or(p, "%bt", "%bt", "%both");
     }
-    s += "    or.pred %bt, %bt, %tie;\n";
-    s += &format!("    selp.{t} %mine, %other, %mine, %bt;\n    selp.u32 %mix, %oix, %mix, %bt;\n");
-    s
+    b.or(p, "%bt", "%bt", "%tie");
+    b.selp(t, "%mine", "%other", "%mine", "%bt");
+    b.selp(Type::U32, "%mix", "%oix", "%mix", "%bt");
+}
+
+/// The program of a reduction template.
+pub fn program(p: &ReducePattern) -> Program {
+    match p.kind {
+        ReduceKind::Lane => lane_program(p.combine, p.storage, p.acc, p.out),
+        ReduceKind::Block { index_input } => {
+            block_program(p.combine, p.storage, p.acc, p.out, index_input)
+        }
+    }
+}
+
+/// The reduction template `p` as a canonical kernel carrying its intent (built once per
+/// process and remembered).
+pub fn kernel(p: &ReducePattern) -> Result<Canonical, ValidationError> {
+    // Arg reductions store u32 indexes (lane) or values of the accumulator type (block): the
+    // template does not use `out`, so the intent names the accumulator type, as recognition does.
+    let p = &ReducePattern {
+        out: if p.combine.is_arg() { p.acc } else { p.out },
+        ..*p
+    };
+    static MEMO: OnceLock<Mutex<HashMap<ReducePattern, Canonical>>> = OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    if let Some(k) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(p) {
+        return Ok(k.clone());
+    }
+    let k = Canonical::with_pattern(&program(p), Pattern::Reduce(*p))?;
+    memo.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(*p, k.clone());
+    Ok(k)
 }
 
 #[cfg(test)]
@@ -413,7 +423,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernels_assemble() {
+    fn kernels_validate_and_carry_their_intent() {
         for c in [
             Combine::Sum,
             Combine::Prod,
@@ -428,15 +438,24 @@ mod tests {
                 (Type::I32, Type::I64, Type::I64),
                 (Type::U8, Type::U8, Type::U8),
             ] {
-                hologram_isa::assemble(&lane_kernel(c, s, a, o))
-                    .unwrap_or_else(|e| panic!("{c:?} {s}: {e}\n{}", lane_kernel(c, s, a, o)));
-                for idx in [false, true] {
-                    if idx && !c.is_arg() {
-                        continue;
-                    }
-                    let k = block_kernel(c, s, a, o, idx);
-                    hologram_isa::assemble(&k)
-                        .unwrap_or_else(|e| panic!("{c:?} {s} block: {e}\n{k}"));
+                let mut kinds = vec![ReduceKind::Lane, ReduceKind::Block { index_input: false }];
+                if c.is_arg() {
+                    kinds.push(ReduceKind::Block { index_input: true });
+                }
+                for kind in kinds {
+                    let p = ReducePattern {
+                        kind,
+                        combine: c,
+                        storage: s,
+                        acc: a,
+                        out: o,
+                    };
+                    let k = kernel(&p).unwrap_or_else(|e| {
+                        panic!("{p:?}: {e}\n{}", hologram_isa::print(&program(&p)))
+                    });
+                    let out = if c.is_arg() { a } else { o };
+                    let declared = ReducePattern { out, ..p };
+                    assert_eq!(k.pattern(), Some(&Pattern::Reduce(declared)));
                 }
             }
         }

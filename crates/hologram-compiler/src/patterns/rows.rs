@@ -4,7 +4,7 @@
 
 use hologram_isa::{ArrayRef, Kernel, Op, ParamKind, Type};
 
-use super::softmax_templates::{row_acc, row_kernel, RowOp, ROW_BLOCK, ROW_UNROLL};
+use super::softmax_templates::{row_acc, row_program, RowOp, ROW_BLOCK, ROW_UNROLL};
 use super::{structural_text, template_structure, TemplateCache};
 
 /// A recognized row kernel: the template's arguments.
@@ -29,7 +29,7 @@ impl RowPattern {
 
 fn template_text(p: &RowPattern) -> Option<String> {
     static CACHE: TemplateCache<RowPattern> = TemplateCache::new();
-    template_structure(&CACHE, p, || row_kernel(p.op, p.storage, p.g, p.resident))
+    template_structure(&CACHE, p, || row_program(p.op, p.storage, p.g, p.resident))
 }
 
 /// Recognizes a fused row kernel.
@@ -103,8 +103,10 @@ mod tests {
             for storage in [Type::F32, Type::F64, Type::F16, Type::BF16] {
                 for g in [32, 128, 256] {
                     for resident in [0, 1, 8, 9, 16] {
-                        let k =
-                            hologram_isa::assemble(&row_kernel(op, storage, g, resident)).unwrap();
+                        let k = hologram_isa::assemble(&hologram_isa::print(&row_program(
+                            op, storage, g, resident,
+                        )))
+                        .unwrap();
                         let want = RowPattern {
                             op,
                             storage,
@@ -120,7 +122,8 @@ mod tests {
 
     #[test]
     fn a_changed_template_is_not_recognized() {
-        let text = row_kernel(RowOp::Softmax, Type::F32, 128, 8).replace("exp.f32", "exp2.f32");
+        let text = hologram_isa::print(&row_program(RowOp::Softmax, Type::F32, 128, 8))
+            .replace("exp.f32", "exp2.f32");
         let k = hologram_isa::assemble(&text).unwrap();
         assert_eq!(recognize_rows(&k), None);
         let other =

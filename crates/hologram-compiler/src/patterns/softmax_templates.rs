@@ -9,10 +9,22 @@
 //! issued before they are used; the group combines its lanes' partial results through shared
 //! memory with a fixed four-way tree, so results do not depend on timing. f16 and bf16 compute in
 //! f32, f64 in f64.
+//!
+//! The kernels are built as IR with [`ProgramBuilder`]; [`kernel`] returns them as [`Canonical`]
+//! kernels carrying their intent ([`RowPattern`]), so backends run them on their library paths
+//! without recognizing anything.
 
-use hologram_isa::Type;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use hologram_isa::{
+    CmpOp, Dim, Imm, Program, ProgramBuilder, Special, Type, UnaryOp, ValidationError,
+};
 
 use super::reduce_templates::Combine;
+use super::rows::RowPattern;
+use super::Pattern;
+use crate::Canonical;
 
 /// Lanes per block of the row kernels.
 pub const ROW_BLOCK: u32 = 256;
@@ -58,9 +70,9 @@ pub fn row_acc(storage: Type) -> Type {
     }
 }
 
-/// Text generation state: the kernel so far and a counter for labels.
+/// Program generation state: the builder and a counter for labels.
 struct Gen {
-    text: String,
+    b: ProgramBuilder,
     g: u32,
     storage: Type,
     acc: Type,
@@ -71,79 +83,93 @@ struct Gen {
     loaded: bool,
 }
 
+/// The body of a pass for element `k`.
+type PassBody<'a> = &'a dyn Fn(&mut ProgramBuilder, usize);
+
 impl Gen {
     fn label(&mut self, what: &str) -> String {
         self.labels += 1;
         format!("{what}{}", self.labels)
     }
 
-    /// A strided pass over the row: for every element, the inputs `(array, offset param)` are
-    /// loaded into `%v<i>_<k>` (converted to the compute type) and `body(k)` runs, where `%e<k>`
-    /// is the element's index in the dense output. The unrolled part loads all its elements
-    /// first, then runs the bodies in element order.
-    fn pass(&mut self, inputs: &[(&str, &str)], body: &dyn Fn(usize) -> String) {
+    /// Emits the loads of `count` elements (indexes `%e<k>`, inputs `(array, offset param)`
+    /// into `%v<i>_<k>`, converted to the compute type), then `body(k)` for each.
+    fn loads(&mut self, inputs: &[(&str, &str)], count: usize, body: PassBody<'_>) {
+        let (g, st, acc) = (self.g, self.storage, self.acc);
+        let b = &mut self.b;
+        for k in 0..count {
+            if k == 0 {
+                b.add(Type::U32, "%e0", "%rowbase", "%pos");
+            } else {
+                b.add(
+                    Type::U32,
+                    &format!("%e{k}"),
+                    format!("%e{}", k - 1).as_str(),
+                    g,
+                );
+            }
+        }
+        for (i, (_, off)) in inputs.iter().enumerate() {
+            for k in 0..count {
+                b.add(
+                    Type::U32,
+                    &format!("%a{i}_{k}"),
+                    format!("%e{k}").as_str(),
+                    *off,
+                );
+            }
+        }
+        for (i, (arr, _)) in inputs.iter().enumerate() {
+            for k in 0..count {
+                let dst = if st == acc {
+                    format!("%v{i}_{k}")
+                } else {
+                    format!("%w{i}_{k}")
+                };
+                b.ld(st, &dst, arr, format!("%a{i}_{k}").as_str());
+            }
+        }
+        if st != acc {
+            for i in 0..inputs.len() {
+                for k in 0..count {
+                    b.cvt(
+                        acc,
+                        st,
+                        &format!("%v{i}_{k}"),
+                        format!("%w{i}_{k}").as_str(),
+                    );
+                }
+            }
+        }
+        for k in 0..count {
+            body(b, k);
+        }
+    }
+
+    /// A strided pass over the row: for every element, the inputs are loaded and `body(k)`
+    /// runs, where `%e<k>` is the element's index in the dense output. The unrolled part loads
+    /// all its elements first, then runs the bodies in element order.
+    fn pass(&mut self, inputs: &[(&str, &str)], body: PassBody<'_>) {
         if self.resident > 0 {
             return self.resident_pass(inputs, body);
         }
-        let (g, u) = (self.g, ROW_UNROLL as usize);
+        let g = self.g;
         let (unrolled, tail, done) = (self.label("U"), self.label("T"), self.label("D"));
-        let (st, acc) = (self.storage, self.acc);
-        let loads = |count: usize| {
-            let mut s = String::new();
-            for k in 0..count {
-                if k == 0 {
-                    s += "    add.u32 %e0, %rowbase, %pos;\n";
-                } else {
-                    s += &format!("    add.u32 %e{k}, %e{}, {g};\n", k - 1);
-                }
-            }
-            for (i, (_, off)) in inputs.iter().enumerate() {
-                for k in 0..count {
-                    s += &format!("    add.u32 %a{i}_{k}, %e{k}, {off};\n");
-                }
-            }
-            for (i, (arr, _)) in inputs.iter().enumerate() {
-                for k in 0..count {
-                    let dst = if st == acc {
-                        format!("%v{i}_{k}")
-                    } else {
-                        format!("%w{i}_{k}")
-                    };
-                    s += &format!("    ld.{st} {dst}, {arr}[%a{i}_{k}];\n");
-                }
-            }
-            if st != acc {
-                for i in 0..inputs.len() {
-                    for k in 0..count {
-                        s += &format!("    cvt.{acc}.{st} %v{i}_{k}, %w{i}_{k};\n");
-                    }
-                }
-            }
-            for k in 0..count {
-                s += &body(k);
-            }
-            s
-        };
-        self.text += &format!(
-            "    mov.u32 %pos, %l;
-{unrolled}:
-    add.u32 %far, %pos, {far};
-    setp.ge.u32 %rest, %far, %len;
-@%rest bra {tail};
-{body_u}    add.u32 %pos, %pos, {step};
-    bra {unrolled};
-{tail}:
-    setp.ge.u32 %end, %pos, %len;
-@%end bra {done};
-{body_1}    add.u32 %pos, %pos, {g};
-    bra {tail};
-{done}:
-",
-            far = (ROW_UNROLL - 1) * g,
-            step = ROW_UNROLL * g,
-            body_u = loads(u),
-            body_1 = loads(1),
-        );
+        self.b.mov(Type::U32, "%pos", "%l");
+        self.b.label(&unrolled);
+        self.b.add(Type::U32, "%far", "%pos", (ROW_UNROLL - 1) * g);
+        self.b.setp(CmpOp::Ge, Type::U32, "%rest", "%far", "%len");
+        self.b.guard("%rest", false).bra(&tail);
+        self.loads(inputs, ROW_UNROLL as usize, body);
+        self.b.add(Type::U32, "%pos", "%pos", ROW_UNROLL * g);
+        self.b.bra(&unrolled);
+        self.b.label(&tail);
+        self.b.setp(CmpOp::Ge, Type::U32, "%end", "%pos", "%len");
+        self.b.guard("%end", false).bra(&done);
+        self.loads(inputs, 1, body);
+        self.b.add(Type::U32, "%pos", "%pos", g);
+        self.b.bra(&tail);
+        self.b.label(&done);
     }
 
     /// A pass over a row whose elements live in registers: the first pass loads lane `l`'s
@@ -151,43 +177,68 @@ impl Gen {
     /// as -inf for the forward ops (the max and the sum of exponentials ignore them) and as 0
     /// for the backward ops (the sums ignore them), and are not stored. Every pass then runs
     /// `body(k)` for every `k` in order.
-    fn resident_pass(&mut self, inputs: &[(&str, &str)], body: &dyn Fn(usize) -> String) {
+    fn resident_pass(&mut self, inputs: &[(&str, &str)], body: PassBody<'_>) {
         let (g, st, acc) = (self.g, self.storage, self.acc);
         let e = self.resident as usize;
+        let b = &mut self.b;
         if !self.loaded {
             self.loaded = true;
-            let mut s = String::new();
             for k in 0..e {
-                s += &format!(
-                    "    add.u32 %col{k}, %l, {};\n    setp.lt.u32 %in{k}, %col{k}, %len;\n    add.u32 %e{k}, %rowbase, %col{k};\n",
-                    k as u32 * g
+                let col = format!("%col{k}");
+                b.add(Type::U32, &col, "%l", k as u32 * g);
+                b.setp(
+                    CmpOp::Lt,
+                    Type::U32,
+                    &format!("%in{k}"),
+                    col.as_str(),
+                    "%len",
                 );
+                b.add(Type::U32, &format!("%e{k}"), "%rowbase", col.as_str());
             }
             for (i, (_, off)) in inputs.iter().enumerate() {
                 for k in 0..e {
-                    s += &format!("    add.u32 %a{i}_{k}, %e{k}, {off};\n");
+                    b.add(
+                        Type::U32,
+                        &format!("%a{i}_{k}"),
+                        format!("%e{k}").as_str(),
+                        *off,
+                    );
                 }
             }
             for (i, (arr, _)) in inputs.iter().enumerate() {
                 for k in 0..e {
-                    s += &format!("@%in{k} ld.{st} %w{i}_{k}, {arr}[%a{i}_{k}];\n");
+                    b.guard(&format!("%in{k}"), false).ld(
+                        st,
+                        &format!("%w{i}_{k}"),
+                        arr,
+                        format!("%a{i}_{k}").as_str(),
+                    );
                 }
             }
-            let pad = if inputs.len() == 1 { "-inf" } else { "0.0" };
+            let pad = Imm::Float(if inputs.len() == 1 {
+                f64::NEG_INFINITY
+            } else {
+                0.0
+            });
             for i in 0..inputs.len() {
                 for k in 0..e {
+                    let (w, v, cond) = (
+                        format!("%w{i}_{k}"),
+                        format!("%v{i}_{k}"),
+                        format!("%in{k}"),
+                    );
                     if st != acc {
-                        s += &format!("    cvt.{acc}.{st} %w{i}_{k}c, %w{i}_{k};\n");
-                        s += &format!("    selp.{acc} %v{i}_{k}, %w{i}_{k}c, {pad}, %in{k};\n");
+                        let wc = format!("{w}c");
+                        b.cvt(acc, st, &wc, w.as_str());
+                        b.selp(acc, &v, wc.as_str(), pad, cond.as_str());
                     } else {
-                        s += &format!("    selp.{acc} %v{i}_{k}, %w{i}_{k}, {pad}, %in{k};\n");
+                        b.selp(acc, &v, w.as_str(), pad, cond.as_str());
                     }
                 }
             }
-            self.text += &s;
         }
         for k in 0..e {
-            self.text += &body(k);
+            body(b, k);
         }
     }
 
@@ -195,46 +246,51 @@ impl Gen {
     /// group's result in `%<reg>` of every lane of the group.
     fn group_reduce(&mut self, c: Combine, reg: &str) {
         let acc = self.acc;
-        self.text += &format!("    st.{acc} sred[%t], {reg};\n    barrier;\n");
+        self.b.st(acc, "sred", "%t", reg);
+        self.b.barrier();
         let mut width = self.g;
         while width > 1 {
             // Lanes below `s` fold the `ways - 1` slots `s`, `2s`, ... above their own.
             let ways = if width % 4 == 0 { 4 } else { 2 };
             let s = width / ways;
             let skip = self.label("S");
-            self.text += &format!(
-                "    setp.lt.u32 %act, %l, {s};\n@!%act bra {skip};\n    ld.{acc} %mine, sred[%t];\n"
-            );
+            let b = &mut self.b;
+            b.setp(CmpOp::Lt, Type::U32, "%act", "%l", s);
+            b.guard("%act", true).bra(&skip);
+            b.ld(acc, "%mine", "sred", "%t");
             for w in 1..ways {
-                self.text += &format!(
-                    "    add.u32 %o, %t, {};\n    ld.{acc} %other{w}, sred[%o];\n",
-                    w * s
-                );
+                b.add(Type::U32, "%o", "%t", w * s);
+                b.ld(acc, &format!("%other{w}"), "sred", "%o");
             }
             for w in 1..ways {
-                self.text += &c.fold(acc, "%mine", &format!("%other{w}"), "", "", "t");
+                c.fold(b, acc, "%mine", &format!("%other{w}"), ("", ""), "t");
             }
-            self.text += &format!("    st.{acc} sred[%t], %mine;\n{skip}:\n    barrier;\n");
+            b.st(acc, "sred", "%t", "%mine");
+            b.label(&skip);
+            b.barrier();
             width = s;
         }
         // Everyone reads the result before the slots are used again.
-        self.text += &format!("    ld.{acc} {reg}, sred[%gbase];\n    barrier;\n");
+        self.b.ld(acc, reg, "sred", "%gbase");
+        self.b.barrier();
     }
 }
 
 /// Stores `%r<k>` (compute type) as element `%e<k>` of the output `y` (only where `%in<k>`
 /// when `guarded`).
-fn store(storage: Type, acc: Type, k: usize, guarded: bool) -> String {
-    let guard = if guarded {
-        format!("@%in{k} ")
+fn store(b: &mut ProgramBuilder, storage: Type, acc: Type, k: usize, guarded: bool) {
+    let (r, e) = (format!("%r{k}"), format!("%e{k}"));
+    let value = if storage == acc {
+        r
     } else {
-        "    ".to_string()
+        let q = format!("%q{k}");
+        b.cvt(storage, acc, &q, r.as_str());
+        q
     };
-    if storage == acc {
-        format!("{guard}st.{storage} y[%e{k}], %r{k};\n")
-    } else {
-        format!("    cvt.{storage}.{acc} %q{k}, %r{k};\n{guard}st.{storage} y[%e{k}], %q{k};\n")
+    if guarded {
+        b.guard(&format!("%in{k}"), false);
     }
+    b.st(storage, "y", e.as_str(), value.as_str());
 }
 
 /// The most elements per lane a row kernel keeps in registers.
@@ -263,35 +319,40 @@ pub fn row_plan(cols: usize) -> (u32, u32) {
 /// Forward parameters: `(x, y, off, rows, cols)`: `y[r*cols + c]` from `x[off + r*cols + c]`.
 /// Backward parameters: `(yin, g, y, yoff, goff, rows, cols)`, `y` being the gradient of the
 /// input. Launch `ceil(rows / (ROW_BLOCK / g))` blocks of [`ROW_BLOCK`] lanes.
-pub fn row_kernel(op: RowOp, storage: Type, g: u32, resident: u32) -> String {
+pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
     let acc = row_acc(storage);
     let log_g = g.trailing_zeros();
-    let mut head = format!(".kernel rows_{}\n", format!("{op:?}").to_lowercase());
+    let mut b = ProgramBuilder::new(format!("rows_{}", format!("{op:?}").to_lowercase()));
     if op.is_backward() {
-        head += &format!(
-            ".param .buf.{storage} yin\n.param .buf.{storage} g\n.param .buf.{storage} y .rw\n.param .u32 yoff\n.param .u32 goff\n"
-        );
+        b.buffer("yin", storage)
+            .buffer("g", storage)
+            .buffer_rw("y", storage)
+            .scalar("yoff", Type::U32)
+            .scalar("goff", Type::U32);
     } else {
-        head += &format!(".param .buf.{storage} x\n.param .buf.{storage} y .rw\n.param .u32 off\n");
+        b.buffer("x", storage)
+            .buffer_rw("y", storage)
+            .scalar("off", Type::U32);
     }
-    head += &format!(
-        ".param .u32 rows
-.param .u32 cols
-.shared .{acc} sred[{ROW_BLOCK}]
-    mov.u32 %t, %tid.x;
-    shr.u32 %grp, %t, {log_g};
-    and.u32 %l, %t, {mask};
-    mad.u32 %row, %ctaid.x, {rpb}, %grp;
-    setp.lt.u32 %live, %row, rows;
-    selp.u32 %len, cols, 0, %live;
-    mul.u32 %rowbase, %row, cols;
-    shl.u32 %gbase, %grp, {log_g};
-",
-        mask = g - 1,
-        rpb = ROW_BLOCK / g,
+    b.scalar("rows", Type::U32)
+        .scalar("cols", Type::U32)
+        .shared("sred", acc, ROW_BLOCK);
+    b.mov(Type::U32, "%t", Special::Tid(Dim::X));
+    b.shr(Type::U32, "%grp", "%t", log_g);
+    b.and(Type::U32, "%l", "%t", g - 1);
+    b.mad(
+        Type::U32,
+        "%row",
+        Special::Ctaid(Dim::X),
+        ROW_BLOCK / g,
+        "%grp",
     );
+    b.setp(CmpOp::Lt, Type::U32, "%live", "%row", "rows");
+    b.selp(Type::U32, "%len", "cols", 0u32, "%live");
+    b.mul(Type::U32, "%rowbase", "%row", "cols");
+    b.shl(Type::U32, "%gbase", "%grp", log_g);
     let mut gen = Gen {
-        text: head,
+        b,
         g,
         storage,
         acc,
@@ -299,65 +360,89 @@ pub fn row_kernel(op: RowOp, storage: Type, g: u32, resident: u32) -> String {
         resident,
         loaded: false,
     };
-    let zero = "0.0";
+    let zero = Imm::Float(0.0);
+    let guarded = resident > 0;
     match op {
         RowOp::Softmax | RowOp::LogSoftmax => {
             let x = [("x", "off")];
-            gen.text += &format!("    mov.{acc} %m, -inf;\n");
-            gen.pass(&x, &|k| {
-                Combine::Max.fold(acc, "%m", &format!("%v0_{k}"), "", "", "")
+            gen.b.mov(acc, "%m", Imm::Float(f64::NEG_INFINITY));
+            gen.pass(&x, &|b, k| {
+                Combine::Max.fold(b, acc, "%m", &format!("%v0_{k}"), ("", ""), "")
             });
             gen.group_reduce(Combine::Max, "%m");
-            gen.text += &format!("    mov.{acc} %s, {zero};\n");
-            gen.pass(&x, &|k| {
-                format!(
-                    "    sub.{acc} %d{k}, %v0_{k}, %m;\n    exp.{acc} %x{k}, %d{k};\n    add.{acc} %s, %s, %x{k};\n"
-                )
+            gen.b.mov(acc, "%s", zero);
+            gen.pass(&x, &|b, k| {
+                let (d, x) = (format!("%d{k}"), format!("%x{k}"));
+                b.sub(acc, &d, format!("%v0_{k}").as_str(), "%m");
+                b.unary(UnaryOp::Exp, acc, &x, d.as_str());
+                b.add(acc, "%s", "%s", x.as_str());
             });
             gen.group_reduce(Combine::Sum, "%s");
             if op == RowOp::LogSoftmax {
-                gen.text += &format!("    log.{acc} %lse, %s;\n");
+                gen.b.unary(UnaryOp::Log, acc, "%lse", "%s");
             }
-            let store = |k: usize| store(storage, acc, k, resident > 0);
-            gen.pass(&x, &|k| {
-                let value = if op == RowOp::Softmax {
-                    format!(
-                        "    sub.{acc} %d{k}, %v0_{k}, %m;\n    exp.{acc} %x{k}, %d{k};\n    div.{acc} %r{k}, %x{k}, %s;\n"
-                    )
+            gen.pass(&x, &|b, k| {
+                let (d, x, r) = (format!("%d{k}"), format!("%x{k}"), format!("%r{k}"));
+                b.sub(acc, &d, format!("%v0_{k}").as_str(), "%m");
+                if op == RowOp::Softmax {
+                    b.unary(UnaryOp::Exp, acc, &x, d.as_str());
+                    b.div(acc, &r, x.as_str(), "%s");
                 } else {
-                    format!("    sub.{acc} %d{k}, %v0_{k}, %m;\n    sub.{acc} %r{k}, %d{k}, %lse;\n")
-                };
-                value + &store(k)
+                    b.sub(acc, &r, d.as_str(), "%lse");
+                }
+                store(b, storage, acc, k, guarded);
             });
         }
         RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward => {
             let yg = [("yin", "yoff"), ("g", "goff")];
-            gen.text += &format!("    mov.{acc} %s, {zero};\n");
+            gen.b.mov(acc, "%s", zero);
             let soft = op == RowOp::SoftmaxBackward;
-            gen.pass(&yg, &|k| {
+            gen.pass(&yg, &|b, k| {
+                let (y, g) = (format!("%v0_{k}"), format!("%v1_{k}"));
                 if soft {
-                    format!(
-                        "    mul.{acc} %p{k}, %v1_{k}, %v0_{k};\n    add.{acc} %s, %s, %p{k};\n"
-                    )
+                    let p = format!("%p{k}");
+                    b.mul(acc, &p, g.as_str(), y.as_str());
+                    b.add(acc, "%s", "%s", p.as_str());
                 } else {
-                    format!("    add.{acc} %s, %s, %v1_{k};\n")
+                    b.add(acc, "%s", "%s", g.as_str());
                 }
             });
             gen.group_reduce(Combine::Sum, "%s");
-            let store = |k: usize| store(storage, acc, k, resident > 0);
-            gen.pass(&yg, &|k| {
-                let value = if soft {
-                    format!("    sub.{acc} %d{k}, %v1_{k}, %s;\n    mul.{acc} %r{k}, %v0_{k}, %d{k};\n")
+            gen.pass(&yg, &|b, k| {
+                let (y, g, r) = (format!("%v0_{k}"), format!("%v1_{k}"), format!("%r{k}"));
+                if soft {
+                    let d = format!("%d{k}");
+                    b.sub(acc, &d, g.as_str(), "%s");
+                    b.mul(acc, &r, y.as_str(), d.as_str());
                 } else {
-                    format!(
-                        "    exp.{acc} %x{k}, %v0_{k};\n    mul.{acc} %p{k}, %x{k}, %s;\n    sub.{acc} %r{k}, %v1_{k}, %p{k};\n"
-                    )
-                };
-                value + &store(k)
+                    let (x, p) = (format!("%x{k}"), format!("%p{k}"));
+                    b.unary(UnaryOp::Exp, acc, &x, y.as_str());
+                    b.mul(acc, &p, x.as_str(), "%s");
+                    b.sub(acc, &r, g.as_str(), p.as_str());
+                }
+                store(b, storage, acc, k, guarded);
             });
         }
     }
-    gen.text
+    gen.b.finish()
+}
+
+/// The row kernel `p` as a canonical kernel carrying its intent (built once per process and
+/// remembered).
+pub fn kernel(p: &RowPattern) -> Result<Canonical, ValidationError> {
+    static MEMO: OnceLock<Mutex<HashMap<RowPattern, Canonical>>> = OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    if let Some(k) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(p) {
+        return Ok(k.clone());
+    }
+    let k = Canonical::with_pattern(
+        &row_program(p.op, p.storage, p.g, p.resident),
+        Pattern::Rows(*p),
+    )?;
+    memo.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(*p, k.clone());
+    Ok(k)
 }
 
 #[cfg(test)]
@@ -375,9 +460,10 @@ mod tests {
             for st in [Type::F32, Type::F64, Type::F16, Type::BF16] {
                 for g in [32, 64, 128, 256] {
                     for resident in [0, 1, 3, 16] {
-                        let k = row_kernel(op, st, g, resident);
-                        hologram_isa::assemble(&k)
-                            .unwrap_or_else(|e| panic!("{op:?} {st} {g}: {e}\n{k}"));
+                        let p = row_program(op, st, g, resident);
+                        hologram_isa::validate(&p).unwrap_or_else(|e| {
+                            panic!("{op:?} {st} {g}: {e}\n{}", hologram_isa::print(&p))
+                        });
                     }
                 }
             }

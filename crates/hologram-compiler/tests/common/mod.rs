@@ -2,8 +2,6 @@
 
 #![allow(dead_code)]
 
-use std::sync::Arc;
-
 use hologram_backends::{Backend, BufferArg, CpuBackend, KernelArg, LaunchConfig};
 use hologram_isa::semantics::Value;
 use hologram_isa::{Kernel, Type};
@@ -317,7 +315,7 @@ pub fn random_program(seed: u64) -> String {
 /// error text.
 pub fn run(cpu: &CpuBackend, kernel: &Kernel, seed: u64) -> Result<Vec<Vec<u8>>, String> {
     let compiled = cpu
-        .compile(&Arc::new(kernel.clone()))
+        .compile(&hologram_compiler::Canonical::as_written(kernel).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
     let mut rng = Rng::new(seed ^ 0xABCDEF);
     let mut args = Vec::new();

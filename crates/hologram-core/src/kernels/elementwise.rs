@@ -1,11 +1,11 @@
 //! One kernel for a whole element-wise expression: loads every input with its own layout
 //! (contiguous, broadcast scalar or strided), evaluates the graph in registers, stores once.
+//! The kernel is built as IR ([`ProgramBuilder`]) and declared an element-wise map, which the
+//! compiler checks, so backends run it on their map paths.
 
-use std::fmt::Write;
+use hologram_isa::{BinaryOp, CmpOp, Operand, Program, ProgramBuilder, Special, Type, UnaryOp};
 
-use hologram_isa::Type;
-
-use super::{lit, literal};
+use super::{imm, lit};
 use crate::dtype::DType;
 use crate::tensor::expr::{BinaryFn, Graph, Node, NodeId, UnaryFn};
 use crate::tensor::layout::{contiguous_strides, Layout};
@@ -50,7 +50,7 @@ pub(crate) struct Spec<'a> {
 
 struct Gen<'a> {
     spec: &'a Spec<'a>,
-    text: String,
+    b: ProgramBuilder,
     tmp: usize,
 }
 
@@ -58,13 +58,9 @@ fn compute(d: DType) -> Type {
     d.compute()
 }
 
-impl Gen<'_> {
-    fn line(&mut self, s: String) {
-        self.text.push_str("    ");
-        self.text.push_str(&s);
-        self.text.push('\n');
-    }
+const GID: Special = Special::GidLinear;
 
+impl Gen<'_> {
     fn tmp(&mut self) -> String {
         self.tmp += 1;
         format!("%t{}", self.tmp)
@@ -74,41 +70,45 @@ impl Gen<'_> {
         format!("%v{n}")
     }
 
-    /// Operand text for node `n`: scalars become literals.
-    fn opnd(&self, n: NodeId) -> String {
+    /// Operand for node `n`: scalars become literals.
+    fn opnd(&self, n: NodeId) -> Operand<String> {
         match &self.spec.graph.nodes[n as usize] {
             (Node::Scalar(v), d) => {
                 let t = compute(*d);
                 match (v, t) {
-                    (hologram_isa::semantics::Value::Pred(_), _) => literal(*v),
-                    _ => {
-                        let widened = hologram_isa::semantics::eval::cvt(*v, t).unwrap_or(*v);
-                        literal(widened)
-                    }
+                    (hologram_isa::semantics::Value::Pred(_), _) => imm(*v),
+                    _ => imm(hologram_isa::semantics::eval::cvt(*v, t).unwrap_or(*v)),
                 }
             }
-            _ => Self::reg(n),
+            _ => Operand::Reg(Self::reg(n)[1..].to_string()),
         }
     }
 
-    /// The element index register for an access kind.
-    fn index(&mut self, name: &str, access: Access) -> String {
+    /// The element index operand for an access kind.
+    fn index(&mut self, name: &str, access: Access) -> Operand<String> {
         if access == Access::Dense {
-            return "%gid".to_string();
+            return Operand::Special(GID);
         }
         let idx = self.tmp();
+        let off = format!("o{name}");
         match access {
             Access::Dense => {}
-            Access::Contiguous => self.line(format!("add.u32 {idx}, %gid, o{name};")),
-            Access::Scalar => self.line(format!("mov.u32 {idx}, o{name};")),
+            Access::Contiguous => {
+                self.b.add(Type::U32, &idx, GID, off.as_str());
+            }
+            Access::Scalar => {
+                self.b.mov(Type::U32, &idx, off.as_str());
+            }
             Access::Strided => {
-                self.line(format!("mov.u32 {idx}, o{name};"));
+                self.b.mov(Type::U32, &idx, off.as_str());
                 for d in 0..self.spec.rank {
-                    self.line(format!("mad.u32 {idx}, %c{d}, s{name}_{d}, {idx};"));
+                    let (c, s) = (format!("%c{d}"), format!("s{name}_{d}"));
+                    self.b
+                        .mad(Type::U32, &idx, c.as_str(), s.as_str(), idx.as_str());
                 }
             }
         }
-        idx
+        Operand::Reg(idx[1..].to_string())
     }
 
     fn node(&mut self, n: NodeId) {
@@ -121,15 +121,16 @@ impl Gen<'_> {
                 let (idt, access) = self.spec.inputs[k as usize];
                 let idx = self.index(&k.to_string(), access);
                 let st = idt.storage();
+                let arr = format!("in{k}");
                 if st == t {
-                    self.line(format!("ld.{st} {v}, in{k}[{idx}];"));
+                    self.b.ld(st, &v, &arr, idx);
                 } else {
                     let raw = self.tmp();
-                    self.line(format!("ld.{st} {raw}, in{k}[{idx}];"));
+                    self.b.ld(st, &raw, &arr, idx);
                     if t == Type::Pred {
-                        self.line(format!("setp.ne.{st} {v}, {raw}, 0;"));
+                        self.b.setp(CmpOp::Ne, st, &v, raw.as_str(), 0u32);
                     } else {
-                        self.line(format!("cvt.{t}.{st} {v}, {raw};"));
+                        self.b.cvt(t, st, &v, raw.as_str());
                     }
                 }
             }
@@ -137,31 +138,33 @@ impl Gen<'_> {
             Node::Binary(f, a, b) => {
                 let (x, y) = (self.opnd(a), self.opnd(b));
                 let op = match f {
-                    BinaryFn::Add => "add",
-                    BinaryFn::Sub => "sub",
-                    BinaryFn::Mul => "mul",
-                    BinaryFn::Div => "div",
-                    BinaryFn::Rem => "rem",
-                    BinaryFn::Pow => "pow",
-                    BinaryFn::Min => "min",
-                    BinaryFn::Max => "max",
-                    BinaryFn::And => "and",
-                    BinaryFn::Or => "or",
-                    BinaryFn::Xor => "xor",
+                    BinaryFn::Add => BinaryOp::Add,
+                    BinaryFn::Sub => BinaryOp::Sub,
+                    BinaryFn::Mul => BinaryOp::Mul,
+                    BinaryFn::Div => BinaryOp::Div,
+                    BinaryFn::Rem => BinaryOp::Rem,
+                    BinaryFn::Pow => BinaryOp::Pow,
+                    BinaryFn::Min => BinaryOp::Min,
+                    BinaryFn::Max => BinaryOp::Max,
+                    BinaryFn::And => BinaryOp::And,
+                    BinaryFn::Or => BinaryOp::Or,
+                    BinaryFn::Xor => BinaryOp::Xor,
                 };
-                self.line(format!("{op}.{t} {v}, {x}, {y};"));
+                self.b.binary(op, t, &v, x, y);
             }
             Node::Compare(c, a, b) => {
                 let ct = compute(self.spec.graph.dtype(a));
                 let (x, y) = (self.opnd(a), self.opnd(b));
-                self.line(format!("setp.{}.{ct} {v}, {x}, {y};", c.name()));
+                self.b.setp(c, ct, &v, x, y);
             }
             Node::Where(c, a, b) => {
                 let (p, x, y) = (self.opnd(c), self.opnd(a), self.opnd(b));
-                self.line(format!("selp.{t} {v}, {x}, {y}, {p};"));
+                self.b.selp(t, &v, x, y, p);
             }
             Node::Cast(a) => self.cast(a, dt, &v),
-            Node::Index => self.line(format!("mov.u32 {v}, %gid;")),
+            Node::Index => {
+                self.b.mov(Type::U32, &v, GID);
+            }
             Node::Random { seed, normal } => self.random(seed, normal, &v),
         }
     }
@@ -170,16 +173,17 @@ impl Gen<'_> {
     fn hash(&mut self, salt: u32) -> String {
         let h = self.tmp();
         let t = self.tmp();
-        self.line(format!("mad.u32 {h}, %gid, 2654435769, {salt};"));
+        let (hs, ts) = (h.as_str(), t.as_str());
+        self.b.mad(Type::U32, hs, GID, 2654435769u32, salt);
         for (shift, mul) in [
-            (16, Some(0x85EB_CA6Bu32)),
+            (16u32, Some(0x85EB_CA6Bu32)),
             (13, Some(0xC2B2_AE35)),
             (16, None),
         ] {
-            self.line(format!("shr.u32 {t}, {h}, {shift};"));
-            self.line(format!("xor.u32 {h}, {h}, {t};"));
+            self.b.shr(Type::U32, ts, hs, shift);
+            self.b.xor(Type::U32, hs, hs, ts);
             if let Some(m) = mul {
-                self.line(format!("mul.u32 {h}, {h}, {m};"));
+                self.b.mul(Type::U32, hs, hs, m);
             }
         }
         h
@@ -189,75 +193,89 @@ impl Gen<'_> {
     fn unit(&mut self, salt: u32, open_low: bool) -> String {
         let h = self.hash(salt);
         let (top, f) = (self.tmp(), self.tmp());
-        self.line(format!("shr.u32 {top}, {h}, 8;"));
+        self.b.shr(Type::U32, &top, h.as_str(), 8u32);
         if open_low {
-            self.line(format!("add.u32 {top}, {top}, 1;"));
+            self.b.add(Type::U32, &top, top.as_str(), 1u32);
         }
-        self.line(format!("cvt.f32.u32 {f}, {top};"));
-        self.line(format!("mul.f32 {f}, {f}, 5.960464477539063e-8;"));
+        self.b.cvt(Type::F32, Type::U32, &f, top.as_str());
+        self.b
+            .mul(Type::F32, &f, f.as_str(), 5.960464477539063e-8f64);
         f
     }
 
     fn random(&mut self, seed: u64, normal: bool, v: &str) {
         let (lo, hi) = (seed as u32, (seed >> 32) as u32 ^ 0x68E3_1DA4);
+        let f = Type::F32;
         if !normal {
             let u = self.unit(lo, false);
-            self.line(format!("mov.f32 {v}, {u};"));
+            self.b.mov(f, v, u.as_str());
             return;
         }
         let u1 = self.unit(lo, true);
         let u2 = self.unit(hi, false);
         let (l, r, c) = (self.tmp(), self.tmp(), self.tmp());
-        self.line(format!("log.f32 {l}, {u1};"));
-        self.line(format!("mul.f32 {l}, {l}, -2.0;"));
-        self.line(format!("sqrt.f32 {r}, {l};"));
-        self.line(format!("mul.f32 {c}, {u2}, 6.283185307179586;"));
-        self.line(format!("cos.f32 {c}, {c};"));
-        self.line(format!("mul.f32 {v}, {r}, {c};"));
+        let (l, r, c) = (l.as_str(), r.as_str(), c.as_str());
+        self.b.unary(UnaryOp::Log, f, l, u1.as_str());
+        self.b.mul(f, l, l, -2.0f64);
+        self.b.unary(UnaryOp::Sqrt, f, r, l);
+        self.b.mul(f, c, u2.as_str(), std::f64::consts::TAU);
+        self.b.unary(UnaryOp::Cos, f, c, c);
+        self.b.mul(f, v, r, c);
     }
 
     fn unary(&mut self, f: UnaryFn, t: Type, v: &str, a: NodeId) {
         let x = self.opnd(a);
-        let simple = |name: &str| format!("{name}.{t} {v}, {x};");
-        let line = match f {
-            UnaryFn::Abs => simple("abs"),
-            UnaryFn::Neg => simple("neg"),
-            UnaryFn::Sqrt => simple("sqrt"),
-            UnaryFn::Rsqrt => simple("rsqrt"),
-            UnaryFn::Exp => simple("exp"),
-            UnaryFn::Log => simple("log"),
-            UnaryFn::Sin => simple("sin"),
-            UnaryFn::Cos => simple("cos"),
-            UnaryFn::Tan => simple("tan"),
-            UnaryFn::Tanh => simple("tanh"),
-            UnaryFn::Sigmoid => simple("sigmoid"),
-            UnaryFn::Erf => simple("erf"),
-            UnaryFn::Floor => simple("floor"),
-            UnaryFn::Ceil => simple("ceil"),
-            UnaryFn::Round => simple("round"),
-            UnaryFn::Trunc => simple("trunc"),
-            UnaryFn::Not => simple("not"),
-            UnaryFn::Relu => format!("max.{t} {v}, {x}, {};", lit(t, 0.0)),
-            UnaryFn::Recip => format!("div.{t} {v}, {}, {x};", lit(t, 1.0)),
-            UnaryFn::Square => format!("mul.{t} {v}, {x}, {x};"),
+        let simple = |op| Some(op);
+        let op = match f {
+            UnaryFn::Abs => simple(UnaryOp::Abs),
+            UnaryFn::Neg => simple(UnaryOp::Neg),
+            UnaryFn::Sqrt => simple(UnaryOp::Sqrt),
+            UnaryFn::Rsqrt => simple(UnaryOp::Rsqrt),
+            UnaryFn::Exp => simple(UnaryOp::Exp),
+            UnaryFn::Log => simple(UnaryOp::Log),
+            UnaryFn::Sin => simple(UnaryOp::Sin),
+            UnaryFn::Cos => simple(UnaryOp::Cos),
+            UnaryFn::Tan => simple(UnaryOp::Tan),
+            UnaryFn::Tanh => simple(UnaryOp::Tanh),
+            UnaryFn::Sigmoid => simple(UnaryOp::Sigmoid),
+            UnaryFn::Erf => simple(UnaryOp::Erf),
+            UnaryFn::Floor => simple(UnaryOp::Floor),
+            UnaryFn::Ceil => simple(UnaryOp::Ceil),
+            UnaryFn::Round => simple(UnaryOp::Round),
+            UnaryFn::Trunc => simple(UnaryOp::Trunc),
+            UnaryFn::Not => simple(UnaryOp::Not),
+            _ => None,
+        };
+        if let Some(op) = op {
+            self.b.unary(op, t, v, x);
+            return;
+        }
+        match f {
+            UnaryFn::Relu => {
+                self.b.max(t, v, x, lit(t, 0.0));
+            }
+            UnaryFn::Recip => {
+                self.b.div(t, v, lit(t, 1.0), x);
+            }
+            UnaryFn::Square => {
+                self.b.mul(t, v, x.clone(), x);
+            }
             UnaryFn::Silu => {
                 let s = self.tmp();
-                self.line(format!("sigmoid.{t} {s}, {x};"));
-                format!("mul.{t} {v}, {x}, {s};")
+                self.b.unary(UnaryOp::Sigmoid, t, &s, x.clone());
+                self.b.mul(t, v, x, s.as_str());
             }
             UnaryFn::Gelu => {
                 let (a1, a2, a3, a4) = (self.tmp(), self.tmp(), self.tmp(), self.tmp());
-                self.line(format!(
-                    "mul.{t} {a1}, {x}, {};",
-                    lit(t, std::f64::consts::FRAC_1_SQRT_2)
-                ));
-                self.line(format!("erf.{t} {a2}, {a1};"));
-                self.line(format!("add.{t} {a3}, {a2}, {};", lit(t, 1.0)));
-                self.line(format!("mul.{t} {a4}, {x}, {a3};"));
-                format!("mul.{t} {v}, {a4}, {};", lit(t, 0.5))
+                let b = &mut self.b;
+                b.mul(t, &a1, x.clone(), lit(t, std::f64::consts::FRAC_1_SQRT_2));
+                b.unary(UnaryOp::Erf, t, &a2, a1.as_str());
+                b.add(t, &a3, a2.as_str(), lit(t, 1.0));
+                b.mul(t, &a4, x, a3.as_str());
+                b.mul(t, v, a4.as_str(), lit(t, 0.5));
             }
-        };
-        self.line(line);
+            _ => {}
+        }
     }
 
     fn cast(&mut self, a: NodeId, to: DType, v: &str) {
@@ -265,77 +283,70 @@ impl Gen<'_> {
         let (ft, tt) = (compute(from), compute(to));
         let x = self.opnd(a);
         if ft == Type::Pred {
-            self.line(format!(
-                "selp.{tt} {v}, {}, {}, {x};",
-                lit(tt, 1.0),
-                lit(tt, 0.0)
-            ));
+            self.b.selp(tt, v, lit(tt, 1.0), lit(tt, 0.0), x);
         } else if tt == Type::Pred {
-            self.line(format!("setp.ne.{ft} {v}, {x}, {};", lit(ft, 0.0)));
+            self.b.setp(CmpOp::Ne, ft, v, x, lit(ft, 0.0));
         } else if matches!(to, DType::F16 | DType::BF16) {
             // Compute type stays f32, but the value must be one the 16-bit type holds.
             let h = self.tmp();
             let st = to.storage();
-            self.line(format!("cvt.{st}.{ft} {h}, {x};"));
-            self.line(format!("cvt.{tt}.{st} {v}, {h};"));
+            self.b.cvt(st, ft, &h, x);
+            self.b.cvt(tt, st, v, h.as_str());
         } else if ft == tt {
-            self.line(format!("mov.{tt} {v}, {x};"));
+            self.b.mov(tt, v, x);
         } else {
-            self.line(format!("cvt.{tt}.{ft} {v}, {x};"));
+            self.b.cvt(tt, ft, v, x);
         }
     }
 }
 
-/// The kernel text for a spec.
-pub(crate) fn kernel_text(spec: &Spec<'_>) -> String {
-    let mut head = String::from(".kernel elementwise\n");
+/// The kernel for a spec, as IR.
+pub(crate) fn program(spec: &Spec<'_>) -> Program {
+    let mut b = ProgramBuilder::new("elementwise");
     let strided =
         spec.inputs.iter().any(|(_, a)| *a == Access::Strided) || spec.out.1 == Access::Strided;
     for (k, (dt, access)) in spec.inputs.iter().enumerate() {
-        let _ = writeln!(head, ".param .buf.{} in{k}", dt.storage());
+        b.buffer(&format!("in{k}"), dt.storage());
         if *access != Access::Dense {
-            let _ = writeln!(head, ".param .u32 o{k}");
+            b.scalar(&format!("o{k}"), Type::U32);
         }
         if *access == Access::Strided {
             for d in 0..spec.rank {
-                let _ = writeln!(head, ".param .u32 s{k}_{d}");
+                b.scalar(&format!("s{k}_{d}"), Type::U32);
             }
         }
     }
-    let _ = writeln!(head, ".param .buf.{} out .rw", spec.out.0.storage());
+    b.buffer_rw("out", spec.out.0.storage());
     if spec.out.1 != Access::Dense {
-        let _ = writeln!(head, ".param .u32 oout");
+        b.scalar("oout", Type::U32);
     }
     if spec.out.1 == Access::Strided {
         for d in 0..spec.rank {
-            let _ = writeln!(head, ".param .u32 sout_{d}");
+            b.scalar(&format!("sout_{d}"), Type::U32);
         }
     }
-    let _ = writeln!(head, ".param .u32 n");
+    b.scalar("n", Type::U32);
     if strided {
         for d in 0..spec.rank {
-            let _ = writeln!(head, ".param .u32 d{d}");
+            b.scalar(&format!("d{d}"), Type::U32);
         }
     }
-    let mut g = Gen {
-        spec,
-        text: String::new(),
-        tmp: 0,
-    };
-    g.line("setp.ge.u32 %done, %gid, n;".into());
-    g.text.push_str("@%done exit;\n");
+    b.setp(CmpOp::Ge, Type::U32, "%done", GID, "n");
+    b.guard("%done", false).exit();
     if strided {
         // Coordinates of element %gid in the output shape, last dimension fastest.
-        g.line("mov.u32 %rest, %gid;".into());
+        b.mov(Type::U32, "%rest", GID);
         for d in (0..spec.rank).rev() {
             if d == 0 {
-                g.line("mov.u32 %c0, %rest;".into());
+                b.mov(Type::U32, "%c0", "%rest");
             } else {
-                g.line(format!("rem.u32 %c{d}, %rest, d{d};"));
-                g.line(format!("div.u32 %rest, %rest, d{d};"));
+                let (c, dim) = (format!("%c{d}"), format!("d{d}"));
+                b.rem(Type::U32, &c, "%rest", dim.as_str());
+                b.div(Type::U32, "%rest", "%rest", dim.as_str());
             }
         }
     }
+    let mut g = Gen { spec, b, tmp: 0 };
     // Nodes reachable from the root, in order.
     let mut needed = vec![false; spec.graph.nodes.len()];
     needed[spec.root as usize] = true;
@@ -367,18 +378,18 @@ pub(crate) fn kernel_text(spec: &Spec<'_>) -> String {
     if matches!(spec.graph.nodes[spec.root as usize].0, Node::Scalar(_)) {
         // A constant root (fill): materialize it in a register of the compute type.
         let r = g.tmp();
-        g.line(format!("mov.{ct} {r}, {val};"));
-        val = r;
+        g.b.mov(ct, &r, val);
+        val = Operand::Reg(r[1..].to_string());
     }
     if ct == Type::Pred {
         let r = g.tmp();
-        g.line(format!("selp.{st} {r}, 1, 0, {val};"));
-        val = r;
+        g.b.selp(st, &r, 1u32, 0u32, val);
+        val = Operand::Reg(r[1..].to_string());
     } else if ct != st {
         let r = g.tmp();
-        g.line(format!("cvt.{st}.{ct} {r}, {val};"));
-        val = r;
+        g.b.cvt(st, ct, &r, val);
+        val = Operand::Reg(r[1..].to_string());
     }
-    g.line(format!("st.{st} out[{idx}], {val};"));
-    head + &g.text
+    g.b.st(st, "out", idx, val);
+    g.b.finish()
 }

@@ -2,7 +2,8 @@
 //! axis) of [`hologram_compiler::patterns::softmax_templates`].
 
 use hologram_backends::{KernelArg, LaunchConfig};
-use hologram_compiler::patterns::softmax_templates::{row_kernel, row_plan, RowOp, ROW_BLOCK};
+use hologram_compiler::patterns::softmax_templates::{self, row_plan, RowOp, ROW_BLOCK};
+use hologram_compiler::patterns::RowPattern;
 use hologram_isa::semantics::Value;
 
 use crate::error::{Error, Result};
@@ -14,7 +15,7 @@ use crate::tensor::Tensor;
 pub(crate) fn run(op: RowOp, inputs: &[&Tensor]) -> Result<Tensor> {
     let first = inputs
         .first()
-        .ok_or_else(|| Error::Program("internal: a row kernel without inputs".into()))?;
+        .ok_or_else(|| Error::Internal("a row kernel without inputs".into()))?;
     let (exec, dtype, shape) = (first.executor(), first.dtype(), first.shape().to_vec());
     let cols = shape.last().copied().unwrap_or(1);
     let rows = first.numel().checked_div(cols).unwrap_or(0);
@@ -42,7 +43,12 @@ pub(crate) fn run(op: RowOp, inputs: &[&Tensor]) -> Result<Tensor> {
     let grid = u32::try_from(blocks)
         .map_err(|_| Error::ShapeMismatch(format!("{shape:?} has too many rows")))?;
     if grid > 0 {
-        let kernel = exec.assemble(&row_kernel(op, dtype.storage(), g, resident))?;
+        let kernel = exec.compile(&softmax_templates::kernel(&RowPattern {
+            op,
+            storage: dtype.storage(),
+            g,
+            resident,
+        })?)?;
         exec.launch(&kernel, &LaunchConfig::linear(grid, ROW_BLOCK), &args)?;
     }
     Ok(out)

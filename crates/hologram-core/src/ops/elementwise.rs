@@ -137,7 +137,9 @@ impl Tensor {
             }
         };
         let Some(other) = other else {
-            return Err(Error::Program("internal".into()));
+            return Err(Error::Internal(
+                "an element-wise op without operands".into(),
+            ));
         };
         let dtype = DType::promote(self.dtype, other_dt);
         check_binary(f, dtype)?;

@@ -8,9 +8,26 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::layout::axis as norm_axis;
 use crate::tensor::{Source, Tensor};
-use hologram_compiler::patterns::reduce_templates::{
-    block_kernel, lane_kernel, Combine, BLOCK, BLOCK_UNROLL,
-};
+use hologram_compiler::patterns::reduce_templates::{self, Combine, BLOCK, BLOCK_UNROLL};
+use hologram_compiler::patterns::{ReduceKind, ReducePattern};
+use hologram_compiler::Canonical;
+
+/// The library reduction kernel of a template, carrying its intent.
+fn reduce_kernel(
+    kind: ReduceKind,
+    combine: Combine,
+    storage: Type,
+    acc: Type,
+    out: Type,
+) -> Result<Canonical> {
+    Ok(reduce_templates::kernel(&ReducePattern {
+        kind,
+        combine,
+        storage,
+        acc,
+        out,
+    })?)
+}
 
 /// A reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -220,7 +237,9 @@ impl Tensor {
                 let part_dt = DType::from_type(acc).unwrap_or(out_dt);
                 let partial = Tensor::uninit(&self.exec, &[outer, parts, inner], part_dt)?;
                 let (ps, _) = partial.storage()?;
-                let kernel = self.exec.assemble(&lane_kernel(combine, st, acc, acc))?;
+                let kernel =
+                    self.exec
+                        .compile(&reduce_kernel(ReduceKind::Lane, combine, st, acc, acc)?)?;
                 let lanes = n_out * parts;
                 let args = [
                     KernelArg::Buffer(storage.arg(0, storage.bytes)),
@@ -250,11 +269,15 @@ impl Tensor {
                 if is_arg { DType::U32 } else { out_dt },
             )?;
             let Source::Stored(os) = &out.src else {
-                return Err(Error::Program("internal".into()));
+                return Err(Error::Internal("a fresh reduction output is lazy".into()));
             };
-            let kernel = self
-                .exec
-                .assemble(&lane_kernel(combine, st, acc, out_dt.storage()))?;
+            let kernel = self.exec.compile(&reduce_kernel(
+                ReduceKind::Lane,
+                combine,
+                st,
+                acc,
+                out_dt.storage(),
+            )?)?;
             let args = [
                 KernelArg::Buffer(storage.arg(0, storage.bytes)),
                 KernelArg::Buffer(os.arg(0, os.bytes)),
@@ -298,14 +321,15 @@ impl Tensor {
             } else {
                 None
             };
-            let text = block_kernel(
+            let kernel = self.exec.compile(&reduce_kernel(
+                ReduceKind::Block {
+                    index_input: index_input.is_some(),
+                },
                 combine,
                 stage_ty,
                 acc,
                 if last { out_dt.storage() } else { acc },
-                index_input.is_some(),
-            );
-            let kernel = self.exec.assemble(&text)?;
+            )?)?;
             let mut args = vec![KernelArg::Buffer(stage_storage.arg(0, stage_storage.bytes))];
             if let Some(ix) = &index_input {
                 let (s, _) = ix.storage()?;

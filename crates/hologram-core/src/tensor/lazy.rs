@@ -200,9 +200,7 @@ impl LazyTensor {
         run_into(exec, self, &out)?;
         let storage = match out.src {
             Source::Stored(s) => s,
-            Source::Lazy(_) => {
-                return Err(Error::Program("internal: uninit tensor is lazy".into()))
-            }
+            Source::Lazy(_) => return Err(Error::Internal("a fresh output tensor is lazy".into())),
         };
         *done = Some(storage.clone());
         Ok(storage)
@@ -212,8 +210,8 @@ impl LazyTensor {
 /// Evaluates an expression into a stored tensor view (its shape must be the expression's).
 pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Result<()> {
     let Source::Stored(out_storage) = &out.src else {
-        return Err(Error::Program(
-            "internal: output of a kernel must be stored".into(),
+        return Err(Error::Internal(
+            "the output of a kernel is not stored".into(),
         ));
     };
     if out.shape() != lazy.shape.as_slice() {
@@ -244,8 +242,10 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
         rank,
         out: (out.dtype, out_access),
     };
-    let text = elementwise::kernel_text(&spec);
-    let kernel = exec.assemble(&text)?;
+    let program = elementwise::program(&spec);
+    // Written at `%gid` (a dense output): an element-wise map, run by the backends' map paths.
+    let map = out_access == Access::Dense;
+    let kernel = exec.compile(&crate::kernels::elementwise_kernel(program, map)?)?;
     let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
     let mut args = Vec::new();
     for (input, (_, access)) in lazy.inputs.iter().zip(&inputs) {

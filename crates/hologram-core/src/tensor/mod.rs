@@ -206,9 +206,7 @@ impl Tensor {
     pub(crate) fn storage(&self) -> Result<(Arc<Storage>, Layout)> {
         match self.realize()?.src {
             Source::Stored(s) => Ok((s, self.layout.clone())),
-            Source::Lazy(_) => Err(Error::Program(
-                "internal: realize left a lazy tensor".into(),
-            )),
+            Source::Lazy(_) => Err(Error::Internal("realize left a lazy tensor".into())),
         }
     }
 
@@ -251,7 +249,7 @@ impl Tensor {
             Source::Stored(_) => {
                 Tensor::from_bytes(&self.exec, bytes, self.shape(), self.dtype)?.copy_into(self)
             }
-            Source::Lazy(_) => Err(Error::Program(
+            Source::Lazy(_) => Err(Error::InvalidArgument(
                 "cannot write into a pending expression; realize it first".into(),
             )),
         }

@@ -149,7 +149,7 @@ fn fresh_base() -> u32 {
 }
 
 fn compile_launch(exec: &Executor, kernel: &Kernel, y: &Buffer<u32>) -> Result<(), CliError> {
-    let compiled = exec.compile(kernel)?;
+    let compiled = exec.compile_kernel(kernel)?;
     exec.launch(
         &compiled,
         &LaunchConfig::for_elements(COMPILE_N as u64, 256),

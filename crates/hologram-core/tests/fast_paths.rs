@@ -1,0 +1,196 @@
+//! Every kernel the tensor library generates carries its intent, and on the CPU the intent takes
+//! it to a native loop: no generated kernel may fall to the interpreter (a performance cliff
+//! that results alone would not show). Each case runs one op and counts the backend's launch
+//! paths.
+
+use hologram_core::{DType, Executor, Tensor};
+
+/// Runs `op` and returns (library launches, generic launches) it caused.
+fn paths(exec: &Executor, op: impl FnOnce() -> Tensor) -> (u64, u64) {
+    let before = exec.stats().backend;
+    let out = op();
+    out.to_bytes().expect("result");
+    let after = exec.stats().backend;
+    (
+        after.library_launches - before.library_launches,
+        after.generic_launches - before.generic_launches,
+    )
+}
+
+fn input(exec: &Executor, shape: &[usize], dtype: DType) -> Tensor {
+    let n: usize = shape.iter().product();
+    let data: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 255) as f32 / 17.0 - 7.0)
+        .collect();
+    let t = Tensor::from_slice(exec, &data, shape).expect("upload");
+    t.cast(dtype).expect("cast").contiguous().expect("realize")
+}
+
+fn assert_native(what: &str, (library, generic): (u64, u64)) {
+    assert!(
+        library >= 1 && generic == 0,
+        "{what}: {library} library and {generic} generic launches; every generated kernel must take its native path"
+    );
+}
+
+#[test]
+fn element_wise_kernels_run_natively() {
+    let exec = Executor::cpu();
+    for dtype in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I32,
+        DType::U8,
+    ] {
+        let a = input(&exec, &[64, 300], dtype);
+        let b = input(&exec, &[64, 300], dtype);
+        let row = input(&exec, &[300], dtype);
+        let col = input(&exec, &[64, 1], dtype);
+        let w = format!("{dtype:?}");
+        assert_native(&format!("add {w}"), paths(&exec, || a.add(&b).unwrap()));
+        assert_native(
+            &format!("chain {w}"),
+            paths(&exec, || {
+                a.add(&b)
+                    .unwrap()
+                    .mul(&a)
+                    .unwrap()
+                    .clip(Some(-3.0), Some(3.0))
+                    .unwrap()
+            }),
+        );
+        assert_native(
+            &format!("broadcast row {w}"),
+            paths(&exec, || a.add(&row).unwrap()),
+        );
+        assert_native(
+            &format!("broadcast column {w}"),
+            paths(&exec, || a.sub(&col).unwrap()),
+        );
+        assert_native(
+            &format!("transposed {w}"),
+            paths(&exec, || a.transpose(0, 1).unwrap().add(1.0).unwrap()),
+        );
+        assert_native(
+            &format!("compare and where {w}"),
+            paths(&exec, || {
+                Tensor::where_(&a.lt(&b).unwrap(), &a, &b).unwrap()
+            }),
+        );
+        let to = if dtype == DType::F64 {
+            DType::F32
+        } else {
+            DType::F64
+        };
+        assert_native(&format!("cast {w}"), paths(&exec, || a.cast(to).unwrap()));
+    }
+    let x = input(&exec, &[4096], DType::F32);
+    for (name, f) in [
+        (
+            "relu",
+            Tensor::relu as fn(&Tensor) -> hologram_core::Result<Tensor>,
+        ),
+        ("sigmoid", Tensor::sigmoid),
+        ("tanh", Tensor::tanh),
+        ("gelu", Tensor::gelu),
+        ("silu", Tensor::silu),
+        ("exp", Tensor::exp),
+    ] {
+        assert_native(name, paths(&exec, || f(&x).unwrap()));
+    }
+    assert_native(
+        "rand",
+        paths(&exec, || {
+            Tensor::rand(&exec, &[1000], 7, DType::F32).unwrap()
+        }),
+    );
+    assert_native(
+        "randn",
+        paths(&exec, || {
+            Tensor::randn(&exec, &[1000], 7, DType::F32).unwrap()
+        }),
+    );
+}
+
+#[test]
+fn reduction_kernels_run_natively() {
+    let exec = Executor::cpu();
+    // Shapes that take each template: one lane per output (inner > 1), a split long axis with
+    // few outputs, one block per row, several chunks per row (two stages).
+    let shapes: [(&[usize], isize); 5] = [
+        (&[8, 50, 6], 1),
+        (&[2, 100000], 1),
+        (&[4, 5000], 1),
+        (&[1, 1 << 20], 1),
+        (&[300, 7], 0),
+    ];
+    for dtype in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I32,
+        DType::U8,
+    ] {
+        for (shape, axis) in shapes {
+            let t = input(&exec, shape, dtype);
+            let w = format!("{dtype:?} {shape:?} axis {axis}");
+            assert_native(
+                &format!("sum {w}"),
+                paths(&exec, || t.sum(&[axis], false).unwrap()),
+            );
+            assert_native(
+                &format!("max {w}"),
+                paths(&exec, || t.max(&[axis], false).unwrap()),
+            );
+            assert_native(
+                &format!("min {w}"),
+                paths(&exec, || t.min(&[axis], false).unwrap()),
+            );
+            assert_native(
+                &format!("prod {w}"),
+                paths(&exec, || t.prod(&[axis], false).unwrap()),
+            );
+            assert_native(
+                &format!("argmax {w}"),
+                paths(&exec, || t.argmax(Some(axis), false).unwrap()),
+            );
+            assert_native(
+                &format!("argmin {w}"),
+                paths(&exec, || t.argmin(Some(axis), false).unwrap()),
+            );
+        }
+    }
+}
+
+#[test]
+fn row_kernels_run_natively() {
+    let exec = Executor::cpu();
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        // Rows held in registers, and rows long enough to be read once per pass.
+        for shape in [[16, 10], [8, 1000], [2, 40000]] {
+            let t = input(&exec, &shape, dtype);
+            let w = format!("{dtype:?} {shape:?}");
+            let y = t.softmax(-1).unwrap();
+            let ly = t.log_softmax(-1).unwrap();
+            assert_native(
+                &format!("softmax {w}"),
+                paths(&exec, || t.softmax(-1).unwrap()),
+            );
+            assert_native(
+                &format!("log_softmax {w}"),
+                paths(&exec, || t.log_softmax(-1).unwrap()),
+            );
+            assert_native(
+                &format!("softmax backward {w}"),
+                paths(&exec, || Tensor::softmax_backward(&y, &t, -1).unwrap()),
+            );
+            assert_native(
+                &format!("log_softmax backward {w}"),
+                paths(&exec, || Tensor::log_softmax_backward(&ly, &t, -1).unwrap()),
+            );
+        }
+    }
+}
