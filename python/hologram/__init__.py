@@ -31,6 +31,7 @@ from .errors import (  # noqa: F401
     ValidationError,
 )
 from .executor import Buffer, Executor  # noqa: F401
+from .plan import Plan, record  # noqa: F401
 from .program import Program, asm  # noqa: F401
 from .tensor import (  # noqa: F401
     Tensor,
@@ -62,7 +63,7 @@ float64 = _np.dtype(_np.float64)
 bfloat16 = "bfloat16"
 
 __all__ = [
-    "Executor", "Buffer", "Tensor", "Program", "asm", "ops", "backend",
+    "Executor", "Buffer", "Tensor", "Program", "asm", "ops", "backend", "Plan", "record",
     "asarray", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "matmul", "where",
     "cat", "concat", "from_dlpack", "executor_for",
     "is_cuda_available", "is_metal_available", "is_vulkan_available", "get_default_backend",

@@ -239,6 +239,13 @@ impl CompiledKernel {
     }
 }
 
+/// Device work captured once and queued again by one call (a CUDA graph): see
+/// [`Backend::capture`].
+pub trait Replay: Send + Sync {
+    /// Queues the captured work again, on the backend's stream, in the captured order.
+    fn replay(&self) -> Result<()>;
+}
+
 /// A device that runs Atlas ISA kernels.
 ///
 /// Every backend runs every valid kernel. Copies take byte offsets. Launches may be asynchronous:
@@ -298,6 +305,15 @@ pub trait Backend: Send + Sync {
     /// only where subnormals occur. The default, for backends that keep subnormals, is false.
     fn flushes_f32_subnormals(&self) -> bool {
         false
+    }
+
+    /// Captures the device work that `work` queues (launches, GEMMs, copies between device
+    /// buffers) into a [`Replay`] instead of running it, on backends that can (CUDA graphs), so
+    /// that queuing it again costs one call. `None` where the backend has no such thing; callers
+    /// then queue the work again themselves. `work` must not read device memory on the host.
+    fn capture(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Option<Box<dyn Replay>>> {
+        let _ = work;
+        Ok(None)
     }
 
     /// Counters of compiles, cache hits, code bytes and launch paths (see [`BackendStats`]).

@@ -37,7 +37,7 @@ pub mod wgpu;
 
 pub use backend::{
     Backend, BackendKind, BackendStats, BufferArg, Capabilities, CompiledKernel, DeviceInfo,
-    DeviceMemory, KernelArg, LaunchConfig, Memory, MemoryOwner,
+    DeviceMemory, KernelArg, LaunchConfig, Memory, MemoryOwner, Replay,
 };
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};

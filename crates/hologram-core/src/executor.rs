@@ -13,7 +13,8 @@ use crate::alloc::{AllocatorStats, CachingAllocator};
 use crate::backend_type::{self, BackendType};
 use crate::buffer::Buffer;
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::plan::step::{Recorder, Step};
 
 /// Counters of an executor's kernel cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -77,6 +78,10 @@ pub(crate) struct Inner {
     /// executor's backend).
     kernels: Mutex<(HashMap<Digest, CompiledKernel>, KernelCacheStats)>,
     launches: std::sync::atomic::AtomicU64,
+    /// The plan being recorded, if any (see [`crate::plan`]).
+    recorder: Mutex<Option<Recorder>>,
+    /// Whether `recorder` is set (checked without locking on every launch).
+    recording: std::sync::atomic::AtomicBool,
 }
 
 /// Runs kernels on one backend. Cheap to clone (clones share the backend, allocator and cache).
@@ -112,6 +117,8 @@ impl Executor {
                 backend_type,
                 kernels: Mutex::new((HashMap::new(), KernelCacheStats::default())),
                 launches: std::sync::atomic::AtomicU64::new(0),
+                recorder: Mutex::new(None),
+                recording: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -224,7 +231,13 @@ impl Executor {
         self.inner
             .launches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(self.inner.backend.launch(kernel, config, args)?)
+        self.inner.backend.launch(kernel, config, args)?;
+        self.record(|| Step::Launch {
+            kernel: kernel.clone(),
+            config: *config,
+            args: args.to_vec(),
+        });
+        Ok(())
     }
 
     /// Runs a GEMM on the backend (counted as a launch).
@@ -238,7 +251,123 @@ impl Executor {
         self.inner
             .launches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(self.inner.backend.gemm(desc, a, b, c)?)
+        self.inner.backend.gemm(desc, a, b, c)?;
+        self.record(|| Step::Gemm {
+            desc: *desc,
+            a: a.clone(),
+            b: b.clone(),
+            c: c.clone(),
+        });
+        Ok(())
+    }
+
+    /// Copies `len` bytes between device buffers (recorded when a plan is being recorded).
+    pub(crate) fn copy_device(
+        &self,
+        src: &hologram_backends::Memory,
+        src_offset: usize,
+        dst: &hologram_backends::Memory,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.inner
+            .backend
+            .copy(src, src_offset, dst, dst_offset, len)?;
+        self.record(|| Step::Copy {
+            src: src.clone(),
+            src_offset,
+            dst: dst.clone(),
+            dst_offset,
+            len,
+        });
+        Ok(())
+    }
+
+    /// True when this thread is recording a plan on this executor.
+    pub(crate) fn recording_here(&self) -> bool {
+        if !self
+            .inner
+            .recording
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return false;
+        }
+        let guard = self
+            .inner
+            .recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        guard
+            .as_ref()
+            .is_some_and(|r| r.thread == std::thread::current().id())
+    }
+
+    /// Appends the step `make` builds to the plan this thread records, if it records one.
+    pub(crate) fn record(&self, make: impl FnOnce() -> Step) {
+        if !self
+            .inner
+            .recording
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let mut guard = self
+            .inner
+            .recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = guard
+            .as_mut()
+            .filter(|r| r.thread == std::thread::current().id())
+        {
+            r.steps.push(make());
+        }
+    }
+
+    /// Starts recording this thread's device work (and serving its allocations from `arena`).
+    pub(crate) fn begin_recording(&self, arena: Arc<crate::alloc::arena::Arena>) -> Result<()> {
+        let mut guard = self
+            .inner
+            .recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if guard.is_some() {
+            return Err(Error::InvalidArgument(
+                "a plan is already being recorded on this executor; finish it first".into(),
+            ));
+        }
+        *guard = Some(Recorder {
+            thread: std::thread::current().id(),
+            steps: Vec::new(),
+        });
+        self.inner
+            .recording
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.inner.allocator.begin_arena(arena);
+        Ok(())
+    }
+
+    /// Stops recording and returns the steps recorded.
+    pub(crate) fn end_recording(&self) -> Vec<Step> {
+        self.inner.allocator.end_arena();
+        self.inner
+            .recording
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let mut guard = self
+            .inner
+            .recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        guard.take().map(|r| r.steps).unwrap_or_default()
+    }
+
+    /// Serves this thread's allocations from `arena` without recording (binding a plan's
+    /// inputs).
+    pub(crate) fn allocate_in(&self, arena: Option<Arc<crate::alloc::arena::Arena>>) {
+        match arena {
+            Some(a) => self.inner.allocator.begin_arena(a),
+            None => self.inner.allocator.end_arena(),
+        }
     }
 
     /// Kernel launches made through this executor so far (tensor ops included).

@@ -42,6 +42,7 @@ mod error;
 mod executor;
 mod kernels;
 pub mod ops;
+pub mod plan;
 mod storage;
 pub mod tensor;
 

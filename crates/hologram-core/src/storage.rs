@@ -6,8 +6,9 @@ use std::sync::Arc;
 use hologram_backends::{BufferArg, Memory};
 
 use crate::alloc::Block;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::executor::{Executor, Inner};
+use crate::plan::step::Step;
 
 /// `bytes` bytes of device memory: a block of the caching allocator, or memory imported from
 /// another library.
@@ -38,6 +39,7 @@ impl Storage {
             memory,
             class: None,
             requested: bytes,
+            arena: None,
         };
         Storage {
             inner: exec.inner.clone(),
@@ -61,10 +63,29 @@ impl Storage {
     }
 
     pub(crate) fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        Ok(self.inner.backend.copy_in(self.memory(), offset, data)?)
+        self.inner.backend.copy_in(self.memory(), offset, data)?;
+        let exec = Executor {
+            inner: self.inner.clone(),
+        };
+        exec.record(|| Step::Upload {
+            memory: self.memory().clone(),
+            offset,
+            data: data.into(),
+        });
+        Ok(())
     }
 
     pub(crate) fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let exec = Executor {
+            inner: self.inner.clone(),
+        };
+        if exec.recording_here() {
+            return Err(Error::InvalidArgument(
+                "device data was read on the host while a plan was being recorded (.item(), \
+                 to_vec, numpy): a replay could not repeat that; read results after the plan runs"
+                    .into(),
+            ));
+        }
         Ok(self.inner.backend.copy_out(self.memory(), offset, out)?)
     }
 }

@@ -3,6 +3,7 @@
 mod dlpack;
 mod errors;
 mod executor;
+mod plan;
 mod program;
 mod tensor;
 
@@ -27,6 +28,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<executor::PyExecutor>()?;
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<program::PyProgram>()?;
+    m.add_class::<plan::PyRecording>()?;
+    m.add_class::<plan::PyPlan>()?;
     m.add_function(wrap_pyfunction!(executor::backends, m)?)?;
     m.add_function(wrap_pyfunction!(executor::default_backend, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;

@@ -394,6 +394,14 @@ impl Backend for CudaBackend {
         stats::backend_stats()
     }
 
+    fn capture(
+        &self,
+        work: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Option<Box<dyn crate::backend::Replay>>> {
+        Ok(super::graph::capture(&self.dev, work)?
+            .map(|r| Box::new(r) as Box<dyn crate::backend::Replay>))
+    }
+
     fn dlpack_stream(&self) -> Option<u64> {
         Some(self.dev.stream as u64)
     }

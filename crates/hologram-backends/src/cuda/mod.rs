@@ -26,6 +26,8 @@ mod cache;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod graph;
+#[cfg(feature = "cuda")]
 mod launch;
 #[cfg(feature = "cuda")]
 mod memory;

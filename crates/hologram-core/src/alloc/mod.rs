@@ -1,9 +1,12 @@
 //! The caching allocator: device memory served from 96 size classes with cached free lists, so
 //! ops do not hit the driver's allocator on every call.
 
+pub(crate) mod arena;
 mod classes;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 
 use hologram_backends::{Backend, BackendError, Memory};
 
@@ -38,6 +41,8 @@ pub(crate) struct Block {
     pub class: Option<usize>,
     /// Bytes requested.
     pub requested: usize,
+    /// The plan arena the block belongs to (it goes back there, not to the shared lists).
+    pub arena: Option<Arc<arena::Arena>>,
 }
 
 struct State {
@@ -49,6 +54,10 @@ struct State {
 pub(crate) struct CachingAllocator {
     backend: Arc<dyn Backend>,
     state: Mutex<State>,
+    /// While a plan is recorded: the thread recording it and the plan's arena.
+    arena: Mutex<Option<(ThreadId, Arc<arena::Arena>)>>,
+    /// Whether `arena` is set (checked without locking on every allocation).
+    arena_on: AtomicBool,
 }
 
 impl CachingAllocator {
@@ -59,6 +68,32 @@ impl CachingAllocator {
                 free: vec![Vec::new(); NUM_CLASSES],
                 stats: AllocatorStats::default(),
             }),
+            arena: Mutex::new(None),
+            arena_on: AtomicBool::new(false),
+        }
+    }
+
+    /// Serves the current thread's allocations from `arena` (until [`Self::end_arena`]).
+    pub fn begin_arena(&self, arena: Arc<arena::Arena>) {
+        *self.arena.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::thread::current().id(), arena));
+        self.arena_on.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops serving allocations from the arena.
+    pub fn end_arena(&self) {
+        self.arena_on.store(false, Ordering::SeqCst);
+        *self.arena.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn current_arena(&self) -> Option<Arc<arena::Arena>> {
+        if !self.arena_on.load(Ordering::Relaxed) {
+            return None;
+        }
+        let guard = self.arena.lock().unwrap_or_else(|p| p.into_inner());
+        match &*guard {
+            Some((thread, arena)) if *thread == std::thread::current().id() => Some(arena.clone()),
+            _ => None,
         }
     }
 
@@ -70,6 +105,9 @@ impl CachingAllocator {
 
     /// A block of at least `bytes` bytes.
     pub fn allocate(&self, bytes: usize) -> Result<Block> {
+        if let Some(arena) = self.current_arena() {
+            return arena.allocate(bytes);
+        }
         let class = class_for(bytes);
         {
             let mut st = self.lock();
@@ -83,6 +121,7 @@ impl CachingAllocator {
                         memory,
                         class,
                         requested: bytes,
+                        arena: None,
                     });
                 }
             }
@@ -106,11 +145,17 @@ impl CachingAllocator {
             memory,
             class,
             requested: bytes,
+            arena: None,
         })
     }
 
-    /// Returns a block to its free list (direct allocations go back to the device).
+    /// Returns a block to its free list (direct allocations go back to the device; blocks of a
+    /// plan's arena go back to the arena).
     pub fn release(&self, block: Block) {
+        if let Some(arena) = block.arena {
+            arena.release(block.memory, block.class);
+            return;
+        }
         let mut st = self.lock();
         st.stats.bytes_in_use -= block.requested as u64;
         match block.class {

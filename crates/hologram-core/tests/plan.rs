@@ -1,0 +1,194 @@
+//! Plans: a recorded function replays with the results eager execution gives, plans and compiles
+//! nothing on replay, reuses memory, keeps constants, and rejects what it cannot replay. Runs on
+//! every backend of `HOLOGRAM_TEST_BACKENDS` (and the CPU).
+
+mod common;
+
+use hologram_core::plan::{Plan, Recording};
+use hologram_core::{DType, Executor, Result, Tensor};
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 250.0 - 2.0)
+        .collect()
+}
+
+fn tensor(exec: &Executor, shape: &[usize], seed: u32) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::from_slice(exec, &data(n, seed), shape).unwrap()
+}
+
+/// An MLP-like step: matmuls, a bias, an activation, a softmax, reductions, a constant.
+fn step(t: &[Tensor]) -> Result<Vec<Tensor>> {
+    let (x, w1, b1, w2) = (&t[0], &t[1], &t[2], &t[3]);
+    let h = x.matmul(w1)?.add(b1)?.relu()?;
+    let logits = h.matmul(w2)?;
+    let p = logits.softmax(-1)?;
+    let scale = Tensor::from_slice(x.executor(), &[0.5f32, 2.0, -1.0, 3.0], &[4])?;
+    let y = p.mul(&scale)?.sum(&[1], false)?;
+    Ok(vec![y, h.mean(&[0], true)?, logits])
+}
+
+fn bits(t: &Tensor) -> Vec<u8> {
+    t.to_bytes().unwrap()
+}
+
+#[test]
+fn replays_match_eager_execution_bit_for_bit() {
+    for exec in common::executors() {
+        let shapes: [&[usize]; 4] = [&[8, 16], &[16, 32], &[32], &[32, 4]];
+        let inputs: Vec<Tensor> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| tensor(&exec, s, i as u32))
+            .collect();
+        let (plan, first) = Plan::record(&exec, &inputs, step).unwrap();
+        let eager = step(&inputs).unwrap();
+        for (a, b) in first.iter().zip(&eager) {
+            assert_eq!(bits(a), bits(b), "{exec:?}: recording run");
+        }
+        // New inputs: the replay computes on them, not on the recorded values.
+        for round in 1..4u32 {
+            let inputs: Vec<Tensor> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| tensor(&exec, s, 100 * round + i as u32))
+                .collect();
+            let got = plan.run(&inputs).unwrap();
+            let want = step(&inputs).unwrap();
+            for (a, b) in got.iter().zip(&want) {
+                assert_eq!(bits(a), bits(b), "{exec:?}: replay {round}");
+            }
+        }
+        assert_eq!(plan.stats().replays, 3);
+        // On CUDA a replay is one captured graph.
+        let cuda = exec.backend_type() == hologram_core::BackendType::Cuda;
+        assert_eq!(plan.stats().captured, cuda, "{exec:?}");
+    }
+}
+
+#[test]
+fn a_replay_plans_and_compiles_nothing() {
+    for exec in common::executors() {
+        let inputs: Vec<Tensor> = [[8usize, 16].as_slice(), &[16, 32], &[32], &[32, 4]]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| tensor(&exec, s, i as u32))
+            .collect();
+        let (plan, _) = Plan::record(&exec, &inputs, step).unwrap();
+        let before = exec.stats();
+        let out = plan.run(&inputs).unwrap();
+        out[0].to_bytes().unwrap();
+        let after = exec.stats();
+        assert_eq!(after.kernels.compiles, before.kernels.compiles, "{exec:?}");
+        assert_eq!(
+            after.kernels.hits, before.kernels.hits,
+            "{exec:?}: no kernel lookups"
+        );
+        assert_eq!(after.backend.compiles, before.backend.compiles, "{exec:?}");
+        let s = plan.stats();
+        assert!(s.launches >= 4 && s.gemms == 2, "{s:?}");
+    }
+}
+
+#[test]
+fn values_share_memory_once_they_are_dead() {
+    let exec = Executor::cpu();
+    let x = tensor(&exec, &[1 << 16], 1);
+    // Twenty materialized values of 256 KiB each, only two live at a time.
+    let (plan, out) = Plan::record(&exec, &[x], |t| {
+        let mut v = t[0].clone();
+        for i in 0..20 {
+            v = v
+                .mul(1.0001)?
+                .add(i as f64)?
+                .contiguous()?
+                .sum(&[0], true)?
+                .add(&v)?;
+            v = v.contiguous()?;
+        }
+        Ok(vec![v])
+    })
+    .unwrap();
+    assert_eq!(out[0].shape(), &[1 << 16]);
+    let value_bytes = (1u64 << 16) * 4;
+    let peak = plan.stats().peak_bytes;
+    assert!(
+        peak < 8 * value_bytes,
+        "peak {peak} bytes for 20 values of {value_bytes}"
+    );
+}
+
+#[test]
+fn constants_made_while_recording_are_kept() {
+    for exec in common::executors() {
+        let x = tensor(&exec, &[4, 4], 3);
+        let f = |t: &[Tensor]| -> Result<Vec<Tensor>> {
+            // The constant's buffer is free again after its use: later values may take it.
+            let c = Tensor::from_slice(t[0].executor(), &[1.0f32, 2.0, 3.0, 4.0], &[4])?;
+            let a = t[0].mul(&c)?.contiguous()?;
+            let b = a.add(1.0)?.contiguous()?;
+            let d = b.mul(&b)?.contiguous()?;
+            Ok(vec![d])
+        };
+        let (plan, _) = Plan::record(&exec, &[x.clone()], f).unwrap();
+        for _ in 0..2 {
+            assert_eq!(
+                bits(&plan.run(&[x.clone()]).unwrap()[0]),
+                bits(&f(&[x.clone()]).unwrap()[0])
+            );
+        }
+    }
+}
+
+#[test]
+fn host_reads_and_wrong_inputs_are_errors() {
+    let exec = Executor::cpu();
+    let x = tensor(&exec, &[4], 1);
+    let e = Plan::record(&exec, &[x.clone()], |t| {
+        let s = t[0].sum(&[0], false)?;
+        s.to_vec::<f32>()?;
+        Ok(vec![s])
+    })
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("while a plan was being recorded"),
+        "{e}"
+    );
+    // The failed recording left the executor usable, and a new recording can start.
+    assert_eq!(x.add(1.0).unwrap().to_vec::<f32>().unwrap().len(), 4);
+    let (plan, _) = Plan::record(&exec, &[x.clone()], |t| Ok(vec![t[0].exp()?])).unwrap();
+    let wrong = tensor(&exec, &[5], 1);
+    assert!(plan.run(&[wrong]).is_err());
+    assert!(plan.run(&[]).is_err());
+    let half = x.cast(DType::F16).unwrap();
+    assert!(plan.run(&[half]).is_err());
+    // Two recordings at once on one executor are refused.
+    let r = Recording::begin(&exec, &[x.clone()]).unwrap();
+    assert!(Recording::begin(&exec, &[x.clone()]).is_err());
+    drop(r);
+}
+
+#[test]
+fn outputs_may_be_inputs_and_views() {
+    for exec in common::executors() {
+        let x = tensor(&exec, &[3, 5], 9);
+        let (plan, _) = Plan::record(&exec, &[x.clone()], |t| {
+            Ok(vec![
+                t[0].clone(),
+                t[0].transpose(0, 1)?,
+                t[0].reshape(&[15])?,
+            ])
+        })
+        .unwrap();
+        let y = tensor(&exec, &[3, 5], 10);
+        let out = plan.run(&[y.clone()]).unwrap();
+        assert_eq!(bits(&out[0]), bits(&y));
+        assert_eq!(bits(&out[1]), bits(&y.transpose(0, 1).unwrap()));
+        assert_eq!(out[2].shape(), &[15]);
+        // Outputs are copies: the next replay does not change them.
+        let before = bits(&out[0]);
+        plan.run(&[x.clone()]).unwrap();
+        assert_eq!(bits(&out[0]), before);
+    }
+}

@@ -1,0 +1,106 @@
+//! `hologram._native.Recording` and `Plan`: a function of tensors recorded once, replayed by one
+//! call (see `hologram_core::plan`).
+
+use hologram_core::plan::{Plan, PlanStats, Recording};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{IntoPy, PyRes, ValidationError};
+use crate::executor::nogil;
+use crate::tensor::PyTensor;
+
+fn tensors(list: &[PyRef<'_, PyTensor>]) -> Vec<hologram_core::Tensor> {
+    list.iter().map(|t| t.t.clone()).collect()
+}
+
+fn wrap_all(list: Vec<hologram_core::Tensor>) -> Vec<PyTensor> {
+    list.into_iter().map(|t| PyTensor { t }).collect()
+}
+
+/// A plan being recorded: compute with `inputs()`, then `finish(outputs)`. Every device op this
+/// thread queues on the executor until then becomes part of the plan; `abort()` (or dropping the
+/// recording) stops it.
+#[pyclass(name = "Recording", module = "hologram._native", unsendable)]
+pub struct PyRecording {
+    rec: Option<Recording>,
+}
+
+#[pymethods]
+impl PyRecording {
+    /// Starts recording on the executor of `inputs` (whose values the recording run uses).
+    #[new]
+    fn new(exec: &crate::executor::PyExecutor, inputs: Vec<PyRef<'_, PyTensor>>) -> PyRes<Self> {
+        Ok(PyRecording {
+            rec: Some(Recording::begin(&exec.e, &tensors(&inputs)).py()?),
+        })
+    }
+
+    /// The tensors to compute with (in the plan's input buffers).
+    fn inputs(&self) -> PyRes<Vec<PyTensor>> {
+        let rec = self.rec.as_ref().ok_or_else(finished)?;
+        Ok(wrap_all(rec.inputs().to_vec()))
+    }
+
+    /// Ends the recording with the results; returns the plan and copies of the results.
+    fn finish(&mut self, outputs: Vec<PyRef<'_, PyTensor>>) -> PyRes<(PyPlan, Vec<PyTensor>)> {
+        let rec = self.rec.take().ok_or_else(finished)?;
+        let (plan, first) = rec.finish(&tensors(&outputs)).py()?;
+        Ok((PyPlan { plan }, wrap_all(first)))
+    }
+
+    /// Stops the recording without a plan.
+    fn abort(&mut self) {
+        self.rec = None;
+    }
+}
+
+fn finished() -> PyErr {
+    ValidationError::new_err("this recording is already finished or aborted")
+}
+
+/// A recorded function of tensors: `run(inputs)` replays it on new inputs of the same shapes
+/// and dtypes and returns fresh output tensors.
+#[pyclass(name = "Plan", module = "hologram._native", frozen)]
+pub struct PyPlan {
+    plan: Plan,
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &PlanStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("steps", s.steps)?;
+    d.set_item("launches", s.launches)?;
+    d.set_item("gemms", s.gemms)?;
+    d.set_item("copies", s.copies)?;
+    d.set_item("peak_bytes", s.peak_bytes)?;
+    d.set_item("constant_bytes", s.constant_bytes)?;
+    d.set_item("captured", s.captured)?;
+    d.set_item("replays", s.replays)?;
+    Ok(d)
+}
+
+#[pymethods]
+impl PyPlan {
+    /// Replays the plan on `inputs`; returns fresh output tensors.
+    fn run(&self, py: Python<'_>, inputs: Vec<PyRef<'_, PyTensor>>) -> PyRes<Vec<PyTensor>> {
+        let inputs = tensors(&inputs);
+        Ok(wrap_all(nogil(py, || self.plan.run(&inputs))?))
+    }
+
+    /// Counters: steps, launches, gemms, copies, peak_bytes, constant_bytes, captured, replays.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        stats_dict(py, &self.plan.stats())
+    }
+
+    /// `(shape, dtype)` of each input.
+    fn input_specs(&self) -> Vec<(Vec<usize>, &'static str)> {
+        self.plan
+            .input_specs()
+            .into_iter()
+            .map(|s| (s.shape, s.dtype.name()))
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.plan)
+    }
+}
