@@ -131,11 +131,11 @@ fn constants_made_while_recording_are_kept() {
             let d = b.mul(&b)?.contiguous()?;
             Ok(vec![d])
         };
-        let (plan, _) = Plan::record(&exec, &[x.clone()], f).unwrap();
+        let (plan, _) = Plan::record(&exec, std::slice::from_ref(&x), f).unwrap();
         for _ in 0..2 {
             assert_eq!(
-                bits(&plan.run(&[x.clone()]).unwrap()[0]),
-                bits(&f(&[x.clone()]).unwrap()[0])
+                bits(&plan.run(std::slice::from_ref(&x)).unwrap()[0]),
+                bits(&f(std::slice::from_ref(&x)).unwrap()[0])
             );
         }
     }
@@ -145,7 +145,7 @@ fn constants_made_while_recording_are_kept() {
 fn host_reads_and_wrong_inputs_are_errors() {
     let exec = Executor::cpu();
     let x = tensor(&exec, &[4], 1);
-    let e = Plan::record(&exec, &[x.clone()], |t| {
+    let e = Plan::record(&exec, std::slice::from_ref(&x), |t| {
         let s = t[0].sum(&[0], false)?;
         s.to_vec::<f32>()?;
         Ok(vec![s])
@@ -157,15 +157,15 @@ fn host_reads_and_wrong_inputs_are_errors() {
     );
     // The failed recording left the executor usable, and a new recording can start.
     assert_eq!(x.add(1.0).unwrap().to_vec::<f32>().unwrap().len(), 4);
-    let (plan, _) = Plan::record(&exec, &[x.clone()], |t| Ok(vec![t[0].exp()?])).unwrap();
+    let (plan, _) = Plan::record(&exec, std::slice::from_ref(&x), |t| Ok(vec![t[0].exp()?])).unwrap();
     let wrong = tensor(&exec, &[5], 1);
     assert!(plan.run(&[wrong]).is_err());
     assert!(plan.run(&[]).is_err());
     let half = x.cast(DType::F16).unwrap();
     assert!(plan.run(&[half]).is_err());
     // Two recordings at once on one executor are refused.
-    let r = Recording::begin(&exec, &[x.clone()]).unwrap();
-    assert!(Recording::begin(&exec, &[x.clone()]).is_err());
+    let r = Recording::begin(&exec, std::slice::from_ref(&x)).unwrap();
+    assert!(Recording::begin(&exec, std::slice::from_ref(&x)).is_err());
     drop(r);
 }
 
@@ -173,7 +173,7 @@ fn host_reads_and_wrong_inputs_are_errors() {
 fn outputs_may_be_inputs_and_views() {
     for exec in common::executors() {
         let x = tensor(&exec, &[3, 5], 9);
-        let (plan, _) = Plan::record(&exec, &[x.clone()], |t| {
+        let (plan, _) = Plan::record(&exec, std::slice::from_ref(&x), |t| {
             Ok(vec![
                 t[0].clone(),
                 t[0].transpose(0, 1)?,
@@ -188,7 +188,7 @@ fn outputs_may_be_inputs_and_views() {
         assert_eq!(out[2].shape(), &[15]);
         // Outputs are copies: the next replay does not change them.
         let before = bits(&out[0]);
-        plan.run(&[x.clone()]).unwrap();
+        plan.run(std::slice::from_ref(&x)).unwrap();
         assert_eq!(bits(&out[0]), before);
     }
 }
