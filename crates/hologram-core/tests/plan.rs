@@ -182,7 +182,7 @@ fn outputs_may_be_inputs_and_views() {
         })
         .unwrap();
         let y = tensor(&exec, &[3, 5], 10);
-        let out = plan.run(&[y.clone()]).unwrap();
+        let out = plan.run(std::slice::from_ref(&y)).unwrap();
         assert_eq!(bits(&out[0]), bits(&y));
         assert_eq!(bits(&out[1]), bits(&y.transpose(0, 1).unwrap()));
         assert_eq!(out[2].shape(), &[15]);
