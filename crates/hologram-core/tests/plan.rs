@@ -157,7 +157,8 @@ fn host_reads_and_wrong_inputs_are_errors() {
     );
     // The failed recording left the executor usable, and a new recording can start.
     assert_eq!(x.add(1.0).unwrap().to_vec::<f32>().unwrap().len(), 4);
-    let (plan, _) = Plan::record(&exec, std::slice::from_ref(&x), |t| Ok(vec![t[0].exp()?])).unwrap();
+    let (plan, _) =
+        Plan::record(&exec, std::slice::from_ref(&x), |t| Ok(vec![t[0].exp()?])).unwrap();
     let wrong = tensor(&exec, &[5], 1);
     assert!(plan.run(&[wrong]).is_err());
     assert!(plan.run(&[]).is_err());

@@ -1,6 +1,7 @@
 //! Generators of the Atlas ISA kernels behind tensor ops.
 
 pub(crate) mod elementwise;
+pub(crate) mod index;
 pub(crate) mod rows;
 
 use std::collections::HashMap;
@@ -28,10 +29,10 @@ pub(crate) fn lit(t: Type, x: f64) -> Operand<String> {
     })
 }
 
-/// A generated element-wise program as a canonical kernel (validated and canonicalized once per
+/// A generated program as a canonical kernel (validated and canonicalized once per
 /// distinct program in a process, then remembered). With `map`, the program is declared an
 /// element-wise map (it writes its output at `%gid`), which the compiler checks.
-pub(crate) fn elementwise_kernel(program: Program, map: bool) -> crate::error::Result<Canonical> {
+pub(crate) fn generated_kernel(program: Program, map: bool) -> crate::error::Result<Canonical> {
     static MEMO: OnceLock<Mutex<HashMap<Program, Canonical>>> = OnceLock::new();
     let memo = MEMO.get_or_init(Default::default);
     if let Some(k) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(&program) {

@@ -2,6 +2,7 @@
 
 mod create;
 mod elementwise;
+mod index;
 pub mod legacy;
 mod linalg;
 mod loss;

@@ -245,7 +245,7 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
     let program = elementwise::program(&spec);
     // Written at `%gid` (a dense output): an element-wise map, run by the backends' map paths.
     let map = out_access == Access::Dense;
-    let kernel = exec.compile(&crate::kernels::elementwise_kernel(program, map)?)?;
+    let kernel = exec.compile(&crate::kernels::generated_kernel(program, map)?)?;
     let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
     let mut args = Vec::new();
     for (input, (_, access)) in lazy.inputs.iter().zip(&inputs) {
