@@ -34,6 +34,13 @@ def executor_for(device=None) -> Executor:
         return ex
 
 
+def _as_tensor_like(x, like: "Tensor") -> "Tensor":
+    """``x`` as a tensor on ``like``'s device (numbers become 0-d tensors of its dtype)."""
+    if isinstance(x, Tensor):
+        return x
+    return full((), x, dtype=like.dtype, device=like.executor)
+
+
 def _operand(x):
     if isinstance(x, Tensor):
         return x._t
@@ -246,6 +253,23 @@ class Tensor:
     def min(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("min", self._axes(axis), keepdims))
     def argmax(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, False))
     def argmin(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, True))
+
+    # ----- indexing by tensors -----
+    def gather(self, axis: int, index: "Tensor") -> "Tensor":
+        """``out[c] = self[c with c[axis] = index[c]]`` (PyTorch's ``gather``)."""
+        return Tensor._wrap(self._t.gather(int(axis), index._t))
+
+    def index_select(self, axis: int, index: "Tensor") -> "Tensor":
+        """Slices along ``axis`` picked by a 1-D integer index (an embedding lookup)."""
+        return Tensor._wrap(self._t.index_select(int(axis), index._t))
+
+    def scatter(self, axis: int, index: "Tensor", src) -> "Tensor":
+        """A copy with ``src`` stored where ``index`` points along ``axis``."""
+        return Tensor._wrap(self._t.scatter(int(axis), index._t, _as_tensor_like(src, self)._t, False))
+
+    def scatter_add(self, axis: int, index: "Tensor", src) -> "Tensor":
+        """A copy with ``src`` added where ``index`` points along ``axis``."""
+        return Tensor._wrap(self._t.scatter(int(axis), index._t, _as_tensor_like(src, self)._t, True))
 
     def softmax(self, axis=-1): return Tensor._wrap(self._t.softmax(int(axis)))
     def log_softmax(self, axis=-1): return Tensor._wrap(self._t.log_softmax(int(axis)))

@@ -1,215 +1,285 @@
-"""``torch.compile(model, backend="hologram")``.
+"""``torch.compile(model, backend="hologram")``, on AOTAutograd.
 
-The FX graph Dynamo captures is run node by node on Hologram: supported ops become Hologram
-tensor ops, so chains of element-wise ops fuse into single kernels (nothing runs until a
-non-element-wise op or the graph's output needs the values). Unsupported nodes run in eager
-PyTorch, with the reason logged once per op. When gradients are needed, supported ops use the
-autograd functions of :mod:`hologram_torch.functional` so that ``backward()`` works.
+Dynamo captures the model; AOTAutograd traces its forward and backward into two graphs of core
+ATen ops (torch's decomposition tables turn composite ops into core ones). Each graph is lowered
+whole to one Hologram plan per input signature: the first call with a signature runs the graph
+once through Hologram tensor ops (element-wise chains fuse) while the plan records the device
+work; every later call replays the plan with one native call (a CUDA graph launch on CUDA), no
+Python per op. Outputs that are graph inputs or views of them are made by torch itself, so they
+keep their aliasing.
+
+A graph with an op Hologram cannot run runs in eager PyTorch as a whole; the log says which op
+and why, and :func:`compile_stats` counts it.
+
+    import torch, hologram_torch
+    model = torch.compile(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU()), backend="hologram")
+    model(torch.randn(8, 64)).sum().backward()
+    print(hologram_torch.compile_stats())
 """
 
 from __future__ import annotations
 
 import logging
-import operator
+from collections import Counter
 
 import torch
-import torch.nn.functional as TF
 
 import hologram as hg
 
-from . import functional as F
+from . import lowering
 from ._bridge import default_executor, to_hg
 
 log = logging.getLogger("hologram_torch.compile")
+aten = torch.ops.aten
+
+# Counters behind compile_stats().
+_STATS: Counter = Counter()
+_FALLBACK_OPS: Counter = Counter()
 _warned: set = set()
 
-
-class _NoLowering(Exception):
-    """A node Hologram cannot run as asked (the message says why): it runs in eager PyTorch."""
-
-
-def _reason_once(target, reason):
-    key = (str(target), reason)
-    if key not in _warned:
-        _warned.add(key)
-        log.warning("hologram backend: %s runs in eager PyTorch (%s)", getattr(target, "__name__", target), reason)
-
-
-def _ew(op):
-    return lambda a, b: getattr(a, op)(b) if isinstance(a, hg.Tensor) else getattr(b, op.replace("__", "__r", 1))(a)
-
-
-# Ops on Hologram tensors (inference path). Each takes (args, kwargs) of converted values.
-def _binary(name):
-    def f(a, b, alpha=None):
-        if alpha is not None and alpha != 1:
-            b = b * alpha
-        if isinstance(a, hg.Tensor):
-            return {"add": a.__add__, "sub": a.__sub__, "mul": a.__mul__, "div": a.__truediv__}[name](b)
-        return {"add": b.__radd__, "sub": b.__rsub__, "mul": b.__rmul__, "div": b.__rtruediv__}[name](a)
-
-    return f
-
-
-def _softmax(x, dim=-1, _stacklevel=3, dtype=None):
-    return _no_dtype(x, dtype).softmax(dim)
-
-
-def _log_softmax(x, dim=-1, _stacklevel=3, dtype=None):
-    return _no_dtype(x, dtype).log_softmax(dim)
-
-
-def _linear(x, w, b=None):
-    y = x @ w.T
-    return y + b if b is not None else y
-
-
-def _gelu(x, approximate="none"):
-    return _exact_gelu(x, approximate).gelu()
-
-
-def _exact_gelu(x, approximate):
-    """``x``, when the GELU asked for is the exact one (the tanh form falls back to eager)."""
-    if approximate != "none":
-        raise _NoLowering("tanh-approximated GELU")
-    return x
-
-
-def _no_dtype(x, dtype):
-    if dtype is not None and dtype != x.dtype:
-        raise _NoLowering(f"softmax with a dtype cast to {dtype}")
-    return x
-
-
-def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    nd = len(normalized_shape) if not isinstance(normalized_shape, int) else 1
-    w = weight._t if weight is not None else None
-    b = bias._t if bias is not None else None
-    return hg.Tensor._wrap(x._t.layer_norm(nd, w, b, eps))
-
-
-_HG_FUNCTIONS = {
-    operator.add: _binary("add"), torch.add: _binary("add"),
-    operator.sub: _binary("sub"), torch.sub: _binary("sub"),
-    operator.mul: _binary("mul"), torch.mul: _binary("mul"),
-    operator.truediv: _binary("div"), torch.div: _binary("div"),
-    operator.neg: lambda x: -x, torch.neg: lambda x: -x,
-    operator.matmul: lambda a, b: a @ b, torch.matmul: lambda a, b: a @ b,
-    torch.relu: lambda x: x.relu(), TF.relu: lambda x, inplace=False: x.relu(),
-    torch.sigmoid: lambda x: x.sigmoid(), TF.sigmoid: lambda x: x.sigmoid(),
-    torch.tanh: lambda x: x.tanh(), TF.tanh: lambda x: x.tanh(),
-    TF.gelu: _gelu, TF.silu: lambda x, inplace=False: x.silu(),
-    torch.exp: lambda x: x.exp(), torch.log: lambda x: x.log(), torch.sqrt: lambda x: x.sqrt(),
-    torch.abs: lambda x: abs(x),
-    torch.softmax: _softmax, TF.softmax: _softmax, TF.log_softmax: _log_softmax, torch.log_softmax: _log_softmax,
-    TF.linear: _linear, TF.layer_norm: _layer_norm,
-}
-
-_HG_METHODS = {
-    "relu": lambda x: x.relu(), "sigmoid": lambda x: x.sigmoid(), "tanh": lambda x: x.tanh(),
-    "exp": lambda x: x.exp(), "log": lambda x: x.log(), "sqrt": lambda x: x.sqrt(),
-    "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "div": _binary("div"),
-    "softmax": _softmax, "t": lambda x: x.T,
-    "view": lambda x, *s: x.reshape(*s), "reshape": lambda x, *s: x.reshape(*s),
-    "sum": lambda x, dim=None, keepdim=False: x.sum(axis=dim, keepdims=keepdim),
-    "mean": lambda x, dim=None, keepdim=False: x.mean(axis=dim, keepdims=keepdim),
-}
-
-# Autograd path: the functional ops (torch tensors in, torch tensors out).
-_AUTOGRAD_FUNCTIONS = {
-    operator.add: F.add, torch.add: F.add, operator.sub: F.sub, torch.sub: F.sub,
-    operator.mul: F.mul, torch.mul: F.mul, operator.truediv: F.div, torch.div: F.div,
-    torch.relu: F.relu, TF.relu: lambda x, inplace=False: F.relu(x),
-    torch.sigmoid: F.sigmoid, TF.sigmoid: F.sigmoid, torch.tanh: F.tanh, TF.tanh: F.tanh,
-    TF.silu: lambda x, inplace=False: F.silu(x),
-    TF.linear: lambda x, w, b=None: F.linear(x, w, b),
-    operator.matmul: F.matmul, torch.matmul: F.matmul,
-    TF.mse_loss: lambda a, b, *r, **k: F.mse_loss(a, b),
-    TF.gelu: lambda x, approximate="none": F.gelu(_exact_gelu(x, approximate)),
-    TF.softmax: lambda x, dim=-1, _stacklevel=3, dtype=None: F.softmax(_no_dtype(x, dtype), dim=dim),
-    torch.softmax: lambda x, dim=-1, dtype=None: F.softmax(_no_dtype(x, dtype), dim=dim),
-    TF.log_softmax: lambda x, dim=-1, _stacklevel=3, dtype=None: F.log_softmax(_no_dtype(x, dtype), dim=dim),
-    torch.log_softmax: lambda x, dim=-1, dtype=None: F.log_softmax(_no_dtype(x, dtype), dim=dim),
-    TF.layer_norm: lambda x, normalized_shape, weight=None, bias=None, eps=1e-5: F.layer_norm(
-        x, normalized_shape=normalized_shape, weight=weight, bias=bias, eps=eps),
+# View ops torch replays itself on outputs that alias a graph input.
+_VIEW_OPS = {
+    aten.alias.default, aten.detach.default, aten.view.default, aten._unsafe_view.default,
+    aten.reshape.default, aten.permute.default, aten.t.default, aten.transpose.int,
+    aten.unsqueeze.default, aten.squeeze.dims, aten.squeeze.dim, aten.squeeze.default,
+    aten.expand.default, aten.slice.Tensor, aten.select.int,
 }
 
 
-class _Runner:
-    def __init__(self, gm: torch.fx.GraphModule):
+def compile_stats() -> dict:
+    """What the ``hologram`` backend has done in this process: graphs compiled (``graphs``),
+    graphs that run in eager PyTorch (``eager_graphs``) and the ops that sent them there
+    (``fallback_ops``: op name -> count), plans recorded (``plans``) and replays
+    (``replays``)."""
+    return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes")},
+            "fallback_ops": dict(_FALLBACK_OPS)}
+
+
+def reset_compile_stats() -> None:
+    """Zeroes the counters of :func:`compile_stats`."""
+    _STATS.clear()
+    _FALLBACK_OPS.clear()
+
+
+def _decompositions():
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions([
+        aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit,
+        aten._native_batch_norm_legit_no_training, aten.native_batch_norm,
+        aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward,
+        aten.embedding, aten._adaptive_avg_pool2d, aten.mean.dim, aten.var_mean.correction,
+        aten.native_dropout, aten._softmax_backward_data,
+        aten._log_softmax_backward_data, aten.gelu_backward, aten.native_layer_norm_backward,
+        aten.embedding_dense_backward, aten.hardswish, aten.hardswish_backward,
+        aten.hardsigmoid, aten.hardsigmoid_backward,
+    ]))
+    # Attention as matrix products and a softmax (the fused kernels of each torch backend are
+    # not ATen-level ops Hologram could run).
+    table[aten.scaled_dot_product_attention.default] = _sdpa
+    table.pop(aten.embedding.default, None)  # a gather, which Hologram runs directly
+    return table
+
+
+def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    if dropout_p:
+        raise RuntimeError("hologram: attention dropout is not supported")
+    scale = scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
+    s = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if is_causal:
+        L, S = q.shape[-2], k.shape[-2]
+        mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
+        s = s.masked_fill(~mask, float("-inf"))
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+
+
+def _strip_alias(n):
+    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in (aten.alias.default, aten.detach.default):
+        n = n.args[0]
+    return n
+
+
+def _view_of_input(n):
+    """True when node ``n`` is a chain of view ops over a graph input."""
+    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
+        n = n.args[0]
+    return isinstance(n, torch.fx.Node) and n.op == "placeholder"
+
+
+class _Graph:
+    """One FX graph of core ATen ops, run as Hologram plans (one per input signature)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str):
         self.gm = gm
+        self.kind = kind
         self.nodes = list(gm.graph.nodes)
+        self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
+        self.output = next(n for n in self.nodes if n.op == "output")
+        outs = self.output.args[0]
+        self.outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        self.plans: dict = {}
+        missing = [n for n in self.nodes if n.op == "call_function" and lowering.lookup(n.target) is None]
+        missing += [n for n in self.nodes if n.op in ("call_method", "call_module")]
+        self.eager_reason = None
+        if missing:
+            self._fall_back(missing, "no Hologram lowering")
+        _STATS["graphs"] += 1
 
-    def __call__(self, *args):
-        needs_grad = torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-        return self._run(args, autograd=needs_grad)
+    def _fall_back(self, nodes, why):
+        names = sorted({str(n.target) for n in nodes})
+        self.eager_reason = f"{', '.join(names)}: {why}"
+        _STATS["eager_graphs"] += 1
+        _STATS["fallback_nodes"] += len(nodes)
+        for n in nodes:
+            _FALLBACK_OPS[str(n.target)] += 1
+        key = (self.kind, self.eager_reason)
+        if key not in _warned:
+            _warned.add(key)
+            log.warning("hologram backend: the %s graph runs in eager PyTorch (%s)", self.kind, self.eager_reason)
 
-    def _run(self, args, autograd):
-        env = {}
-        it = iter(args)
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    # ----- the call path -----
+
+    def __call__(self, args):
+        if self.eager_reason is not None:
+            return self.gm(*args)
+        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("v", a) for a in args)
+        entry = self.plans.get(key)
+        if entry is None:
+            try:
+                entry, results = _Plan.record(self, args)
+            except lowering.NoLowering as e:
+                self._fall_back([self.output], str(e))
+                return self.gm(*args)
+            self.plans[key] = entry
+            _STATS["plans"] += 1
+            return results
+        _STATS["replays"] += 1
+        return entry.run(args)
+
+
+class _Plan:
+    """A recorded plan of a graph for one input signature, with how its outputs map back."""
+
+    def __init__(self, graph, plan, inputs, planned, device):
+        self.graph = graph
+        self.plan = plan
+        self.inputs = inputs          # placeholder positions that feed the plan
+        self.planned = planned        # output node -> index among the plan's outputs
+        self.device = device
+
+    @staticmethod
+    def record(graph: _Graph, args):
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
         ex = default_executor(device)
+        lowering.CTX.executor = ex
+        pos = {n: i for i, n in enumerate(graph.placeholders)}
+        # Values the plan computes: every output that is not an input or a view of one.
+        planned: dict = {}
+        for o in graph.outs:
+            if isinstance(o, torch.fx.Node) and not _view_of_input(o):
+                planned.setdefault(_strip_alias(o), len(planned))
+        used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
+        inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
+        hg_inputs = [to_hg(args[i], ex) for i in inputs]
+        if not hg_inputs:
+            hg_inputs = [hg.zeros((1,), device=ex)]
 
-        def as_torch(v):
-            if isinstance(v, hg.Tensor):
-                return torch.from_dlpack(v.realize()) if v.device == "cpu" or (device and device.type == "cuda") else torch.from_dlpack(v.to("cpu").realize())
-            return v
+        def run(*xs):
+            env = {}
+            feed = dict(zip(inputs, xs))
+            for n in graph.nodes:
+                if n.op == "placeholder":
+                    i = pos[n]
+                    env[n] = feed.get(i, args[i])
+                elif n.op == "call_function":
+                    a = torch.fx.node.map_arg(n.args, lambda m: env[m])
+                    k = torch.fx.node.map_arg(n.kwargs, lambda m: env[m])
+                    env[n] = lowering.lookup(n.target)(*a, **k)
+                elif n.op == "get_attr":
+                    raise lowering.NoLowering(f"a get_attr node ({n.target})")
+            out = [None] * len(planned)
+            for node, i in planned.items():
+                v = env[node]
+                if not isinstance(v, hg.Tensor):
+                    raise lowering.NoLowering(f"output {node} is not a tensor")
+                out[i] = v
+            return out
 
-        def as_hg(v):
-            if isinstance(v, torch.Tensor):
-                return to_hg(v, ex)
-            return v
+        try:
+            plan, first = hg.record(run, *hg_inputs)
+        except hg.HologramError as e:
+            raise lowering.NoLowering(f"{type(e).__name__}: {e}") from None
+        entry = _Plan(graph, plan, inputs, planned, device)
+        return entry, entry._results(args, first)
 
-        def load(a, conv):
-            return torch.fx.node.map_arg(a, lambda n: conv(env[n]))
+    def run(self, args):
+        ex = default_executor(self.device)
+        xs = [to_hg(args[i], ex) for i in self.inputs] or [hg.zeros((1,), device=ex)]
+        return self._results(args, self.plan(*xs))
 
-        for node in self.nodes:
-            if node.op == "placeholder":
-                env[node] = next(it)
-            elif node.op == "get_attr":
-                obj = self.gm
-                for part in node.target.split("."):
-                    obj = getattr(obj, part)
-                env[node] = obj
-            elif node.op == "output":
-                return load(node.args[0], as_torch)
+    def _results(self, args, outs):
+        """The graph's outputs: plan results as torch tensors, inputs and views of them from
+        torch."""
+        env = {}
+        for n, a in zip(self.graph.placeholders, args):
+            env[n] = a
+        torch_outs = [torch.from_dlpack(t) if self.device.type == "cuda" else _cpu_torch(t) for t in outs]
+        results = []
+        for o in self.graph.outs:
+            if o is None or not isinstance(o, torch.fx.Node):
+                results.append(o)
+            elif _view_of_input(o):
+                results.append(_torch_view(o, env))
             else:
-                env[node] = self._node(node, load, as_hg, as_torch, autograd)
-        return None
+                results.append(torch_outs[self.planned[_strip_alias(o)]])
+        return results
 
-    def _node(self, node, load, as_hg, as_torch, autograd):
-        target = node.target
-        if node.op == "call_function":
-            table = _AUTOGRAD_FUNCTIONS if autograd else _HG_FUNCTIONS
-            fn = table.get(target)
-            if fn is not None:
-                try:
-                    if autograd:
-                        return fn(*load(node.args, as_torch), **load(node.kwargs, as_torch))
-                    return fn(*load(node.args, as_hg), **load(node.kwargs, as_hg))
-                except (_NoLowering, TypeError, hg.HologramError) as e:
-                    _reason_once(target, str(e))
-            else:
-                _reason_once(target, "no Hologram lowering")
-            return target(*load(node.args, as_torch), **load(node.kwargs, as_torch))
-        if node.op == "call_method":
-            fn = None if autograd else _HG_METHODS.get(target)
-            if fn is not None:
-                try:
-                    return fn(*load(node.args, as_hg), **load(node.kwargs, as_hg))
-                except (_NoLowering, TypeError, hg.HologramError) as e:
-                    _reason_once(target, str(e))
-            self_, *rest = load(node.args, as_torch)
-            return getattr(self_, target)(*rest, **load(node.kwargs, as_torch))
-        if node.op == "call_module":
-            mod = self.gm.get_submodule(target)
-            return mod(*load(node.args, as_torch), **load(node.kwargs, as_torch))
-        raise RuntimeError(f"unexpected FX node {node.op}")
+
+def _cpu_torch(t: hg.Tensor) -> torch.Tensor:
+    from torch.utils.dlpack import from_dlpack
+
+    return from_dlpack(t._t.__dlpack__(None))
+
+
+def _torch_view(n, env):
+    if n in env:
+        return env[n]
+    base = _torch_view(n.args[0], env)
+    rest = torch.fx.node.map_arg(n.args[1:], lambda m: env[m])
+    env[n] = n.target(base, *rest, **n.kwargs)
+    return env[n]
+
+
+def _compiler(kind):
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        graph = _Graph(gm, kind)
+
+        def run(args):
+            return graph(args)
+
+        # AOTAutograd calls boxed functions with the argument list itself.
+        run._boxed_call = True
+        return run
+
+    return compile_graph
 
 
 def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
-    """The ``torch.compile`` backend: returns a callable that runs ``gm`` on Hologram."""
-    return _Runner(gm)
+    """The ``torch.compile`` backend: AOTAutograd with Hologram plans for the forward, backward
+    and inference graphs."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    return aot_module_simplified(
+        gm,
+        example_inputs,
+        fw_compiler=_compiler("forward"),
+        bw_compiler=_compiler("backward"),
+        inference_compiler=_compiler("inference"),
+        decompositions=_decompositions(),
+    )
 
 
 def register() -> None:
@@ -220,3 +290,4 @@ def register() -> None:
         register_backend(name="hologram")(hologram_backend)
     except Exception as e:  # noqa: BLE001 - an older or newer torch without this hook
         log.debug("could not register the torch.compile backend: %s", e)
+

@@ -493,6 +493,25 @@ impl PyTensor {
         ))
     }
 
+    /// `out[c] = self[c with c[axis] = index[c]]` (PyTorch's gather).
+    fn gather(&self, axis: isize, index: &PyTensor) -> PyRes<PyTensor> {
+        wrap(self.t.gather(axis, &index.t))
+    }
+
+    /// Slices along `axis` picked by a 1-D index (an embedding lookup).
+    fn index_select(&self, axis: isize, index: &PyTensor) -> PyRes<PyTensor> {
+        wrap(self.t.index_select(axis, &index.t))
+    }
+
+    /// A copy with `src` stored (or added, with `add`) where `index` points along `axis`.
+    fn scatter(&self, axis: isize, index: &PyTensor, src: &PyTensor, add: bool) -> PyRes<PyTensor> {
+        wrap(if add {
+            self.t.scatter_add(axis, &index.t, &src.t)
+        } else {
+            self.t.scatter(axis, &index.t, &src.t)
+        })
+    }
+
     fn reshape(&self, shape: Vec<isize>) -> PyRes<PyTensor> {
         wrap(self.t.reshape(&shape))
     }

@@ -1,0 +1,513 @@
+"""Core ATen ops as Hologram tensor ops: the table the ``torch.compile`` backend lowers forward
+and backward graphs with (after torch's own decompositions to core ATen).
+
+Each entry takes the node's arguments with tensors already converted to :class:`hologram.Tensor`
+and returns Hologram tensors (or tuples of them). An op variant Hologram cannot run raises
+:class:`NoLowering` with the reason; the graph then runs in eager PyTorch and the reason is
+counted (``hologram_torch.compile_stats()``).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+
+import hologram as hg
+
+aten = torch.ops.aten
+
+
+class NoLowering(Exception):
+    """An op (or an argument of it) Hologram cannot run; the message says why."""
+
+
+DTYPES = {
+    torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.int64: "int64", torch.int32: "int32", torch.int16: "int16",
+    torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
+}
+
+TABLE: dict = {}
+
+
+def _reg(*ops):
+    def deco(fn):
+        for op in ops:
+            TABLE[op] = fn
+        return fn
+
+    return deco
+
+
+def lookup(target):
+    """The lowering of an FX call target, or ``None``."""
+    return TABLE.get(target)
+
+
+def _dtype(d):
+    if d is None:
+        return None
+    try:
+        return DTYPES[d]
+    except KeyError:
+        raise NoLowering(f"dtype {d}") from None
+
+
+class Ctx:
+    """What lowerings need besides their arguments: the executor the graph runs on."""
+
+    executor: hg.Executor | None = None
+
+
+CTX = Ctx()
+
+
+def _full(shape, value, dtype):
+    return hg.full(tuple(int(s) for s in shape), value, dtype=dtype, device=CTX.executor)
+
+
+def _default_dtype(value, dtype):
+    if dtype is not None:
+        return _dtype(dtype)
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    return "float32"
+
+
+def _is_t(x):
+    return isinstance(x, hg.Tensor)
+
+
+def _scalar_tensor(v, like=None):
+    """A number as a 0-d tensor (of ``like``'s dtype when given)."""
+    if _is_t(v):
+        return v
+    dt = like.dtype if like is not None else _default_dtype(v, None)
+    return hg.full((), v, dtype=dt, device=CTX.executor)
+
+
+# ----- element-wise -----------------------------------------------------------------------------
+
+def _scaled(b, alpha):
+    return b if alpha is None or alpha == 1 else b * alpha
+
+
+@_reg(aten.add.Tensor, aten.add.Scalar)
+def _add(a, b, alpha=None):
+    b = _scaled(b, alpha)
+    return a + b if _is_t(a) else b + a
+
+
+@_reg(aten.sub.Tensor, aten.sub.Scalar)
+def _sub(a, b, alpha=None):
+    b = _scaled(b, alpha)
+    return a - b if _is_t(a) else _scalar_tensor(a, b) - b
+
+
+@_reg(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(a, b, alpha=None):
+    return _sub(b, a * alpha if alpha not in (None, 1) else a)
+
+
+@_reg(aten.mul.Tensor, aten.mul.Scalar)
+def _mul(a, b):
+    return a * b if _is_t(a) else b * a
+
+
+@_reg(aten.div.Tensor, aten.div.Scalar)
+def _div(a, b):
+    return a / b if _is_t(a) else _scalar_tensor(a, b) / b
+
+
+@_reg(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(a, b, rounding_mode=None):
+    q = _div(a, b)
+    if rounding_mode is None:
+        return q
+    q = q.floor() if rounding_mode == "floor" else q.trunc()
+    if _is_t(a) and a.dtype != q.dtype and rounding_mode in ("floor", "trunc"):
+        q = q.astype(a.dtype)
+    return q
+
+
+def _unary(name):
+    return lambda x: getattr(x, name)()
+
+
+for _op, _name in [
+    (aten.exp.default, "exp"), (aten.log.default, "log"), (aten.sqrt.default, "sqrt"),
+    (aten.rsqrt.default, "rsqrt"), (aten.relu.default, "relu"), (aten.sigmoid.default, "sigmoid"),
+    (aten.tanh.default, "tanh"), (aten.erf.default, "erf"), (aten.abs.default, "abs"),
+    (aten.reciprocal.default, "reciprocal"), (aten.sin.default, "sin"), (aten.cos.default, "cos"),
+    (aten.floor.default, "floor"), (aten.ceil.default, "ceil"), (aten.round.default, "round"),
+    (aten.trunc.default, "trunc"), (aten.silu.default, "silu"),
+]:
+    TABLE[_op] = _unary(_name)
+
+TABLE[aten.neg.default] = lambda x: -x
+TABLE[aten.log1p.default] = lambda x: (x + 1.0).log()
+TABLE[aten.expm1.default] = lambda x: x.exp() - 1.0
+TABLE[aten.sign.default] = lambda x: hg.where(x > 0, _scalar_tensor(1, x), hg.where(x < 0, _scalar_tensor(-1, x), _scalar_tensor(0, x)))
+
+
+@_reg(aten.gelu.default)
+def _gelu(x, approximate="none"):
+    if approximate == "none":
+        return x.gelu()
+    c = math.sqrt(2.0 / math.pi)
+    return 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+
+
+@_reg(aten.pow.Tensor_Scalar)
+def _pow(x, e):
+    if e == 2:
+        return x * x
+    if e == 1:
+        return x
+    if e == 0.5:
+        return x.sqrt()
+    if e == -1:
+        return x.reciprocal()
+    return x ** e
+
+
+@_reg(aten.pow.Tensor_Tensor)
+def _pow_tt(x, e):
+    return x ** e
+
+
+@_reg(aten.pow.Scalar)
+def _pow_st(s, e):
+    return _scalar_tensor(float(s), e) ** e
+
+
+@_reg(aten.clamp.default, aten.clamp.Tensor)
+def _clamp(x, min=None, max=None):
+    if _is_t(min) or _is_t(max):
+        if min is not None:
+            x = x._bin("maximum", min)
+        if max is not None:
+            x = x._bin("minimum", max)
+        return x
+    return x.clip(min, max)
+
+
+TABLE[aten.clamp_min.default] = lambda x, m: _clamp(x, min=m)
+TABLE[aten.clamp_max.default] = lambda x, m: _clamp(x, max=m)
+TABLE[aten.maximum.default] = lambda a, b: a._bin("maximum", b)
+TABLE[aten.minimum.default] = lambda a, b: a._bin("minimum", b)
+TABLE[aten.remainder.Scalar] = lambda a, b: a - (a / b).floor() * b
+TABLE[aten.remainder.Tensor] = lambda a, b: a - (a / b).floor() * b
+
+for _ops, _fn in [
+    ((aten.eq.Scalar, aten.eq.Tensor), operator.eq), ((aten.ne.Scalar, aten.ne.Tensor), operator.ne),
+    ((aten.lt.Scalar, aten.lt.Tensor), operator.lt), ((aten.le.Scalar, aten.le.Tensor), operator.le),
+    ((aten.gt.Scalar, aten.gt.Tensor), operator.gt), ((aten.ge.Scalar, aten.ge.Tensor), operator.ge),
+]:
+    for _op in _ops:
+        TABLE[_op] = _fn
+
+
+def _as_bool(x):
+    return x if x.dtype == hg.bool_ else x != 0
+
+
+TABLE[aten.logical_and.default] = lambda a, b: _as_bool(a) & _as_bool(b)
+TABLE[aten.logical_or.default] = lambda a, b: _as_bool(a) | _as_bool(b)
+TABLE[aten.logical_xor.default] = lambda a, b: _as_bool(a) ^ _as_bool(b)
+TABLE[aten.logical_not.default] = lambda a: ~_as_bool(a)
+TABLE[aten.bitwise_and.Tensor] = lambda a, b: a & b
+TABLE[aten.bitwise_or.Tensor] = lambda a, b: a | b
+TABLE[aten.bitwise_xor.Tensor] = lambda a, b: a ^ b
+TABLE[aten.bitwise_not.default] = lambda a: ~a
+
+
+@_reg(aten.where.self)
+def _where(c, a, b):
+    like = a if _is_t(a) else b if _is_t(b) else None
+    return hg.where(c, _scalar_tensor(a, like), _scalar_tensor(b, like))
+
+
+@_reg(aten._to_copy.default)
+def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    if device is not None and torch.device(device).type not in ("cpu", "cuda"):
+        raise NoLowering(f"a copy to {device}")
+    d = _dtype(dtype)
+    return x if d is None or x.dtype == d else x.astype(d)
+
+
+TABLE[torch.ops.prims.convert_element_type.default] = lambda x, dtype: _to_copy(x, dtype=dtype)
+
+
+def _identity(x, *args, **kwargs):
+    return x
+
+
+for _op in (aten.alias.default, aten.detach.default, aten.clone.default, aten.lift_fresh_copy.default,
+            aten.contiguous.default):
+    TABLE[_op] = _identity
+
+
+# ----- creation ---------------------------------------------------------------------------------
+
+@_reg(aten.scalar_tensor.default)
+def _scalar(v, dtype=None, layout=None, device=None, pin_memory=None):
+    return _full((), v, _dtype(dtype) or "float32")
+
+
+@_reg(aten.full.default)
+def _full_op(size, v, dtype=None, layout=None, device=None, pin_memory=None):
+    return _full(size, v, _default_dtype(v, dtype))
+
+
+@_reg(aten.full_like.default)
+def _full_like(x, v, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _full(x.shape, v, _dtype(dtype) or x.dtype)
+
+
+TABLE[aten.zeros_like.default] = lambda x, dtype=None, **k: _full(x.shape, 0, _dtype(dtype) or x.dtype)
+TABLE[aten.ones_like.default] = lambda x, dtype=None, **k: _full(x.shape, 1, _dtype(dtype) or x.dtype)
+# Uninitialized memory may hold anything; zeros are one such thing.
+TABLE[aten.empty_like.default] = TABLE[aten.zeros_like.default]
+TABLE[aten.zeros.default] = lambda size, dtype=None, **k: _full(size, 0, _dtype(dtype) or "float32")
+TABLE[aten.ones.default] = lambda size, dtype=None, **k: _full(size, 1, _dtype(dtype) or "float32")
+TABLE[aten.empty.memory_format] = lambda size, dtype=None, **k: _full(size, 0, _dtype(dtype) or "float32")
+TABLE[aten.empty_permuted.default] = lambda size, perm, dtype=None, **k: _full(size, 0, _dtype(dtype) or "float32")
+TABLE[aten.new_zeros.default] = lambda x, size, dtype=None, **k: _full(size, 0, _dtype(dtype) or x.dtype)
+TABLE[aten.new_ones.default] = lambda x, size, dtype=None, **k: _full(size, 1, _dtype(dtype) or x.dtype)
+TABLE[aten.new_full.default] = lambda x, size, v, dtype=None, **k: _full(size, v, _dtype(dtype) or x.dtype)
+TABLE[aten.new_empty.default] = TABLE[aten.new_zeros.default]
+
+
+@_reg(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def _arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (args + (1,))[:3]
+    if dtype is None:
+        dtype = torch.int64 if all(isinstance(v, int) for v in (start, end, step)) else torch.float32
+    return hg.arange(start, end, step, dtype=_dtype(dtype), device=CTX.executor)
+
+
+# ----- views and shape ops ----------------------------------------------------------------------
+
+def _shape(size, x):
+    return tuple(int(s) for s in size)
+
+
+TABLE[aten.view.default] = lambda x, size: x.reshape(*_shape(size, x))
+TABLE[aten._unsafe_view.default] = TABLE[aten.view.default]
+TABLE[aten.reshape.default] = TABLE[aten.view.default]
+TABLE[aten.permute.default] = lambda x, dims: x.permute(*[int(d) for d in dims])
+TABLE[aten.t.default] = lambda x: x.transpose(0, 1) if x.ndim == 2 else x
+TABLE[aten.transpose.int] = lambda x, a, b: x.transpose(int(a), int(b))
+TABLE[aten.unsqueeze.default] = lambda x, d: hg.Tensor._wrap(x._t.unsqueeze(int(d)))
+
+
+def _squeeze(x, dims=None):
+    if dims is None:
+        dims = [i for i, s in enumerate(x.shape) if s == 1]
+    elif isinstance(dims, int):
+        dims = [dims]
+    dims = sorted((d % x.ndim for d in dims if x.shape[d % x.ndim] == 1), reverse=True) if x.ndim else []
+    for d in dims:
+        x = hg.Tensor._wrap(x._t.squeeze(d))
+    return x
+
+
+TABLE[aten.squeeze.dims] = _squeeze
+TABLE[aten.squeeze.dim] = _squeeze
+TABLE[aten.squeeze.default] = _squeeze
+
+
+@_reg(aten.expand.default)
+def _expand(x, size, implicit=False):
+    size = list(size)
+    lead = len(size) - x.ndim
+    out = [x.shape[i - lead] if s == -1 else int(s) for i, s in enumerate(size)]
+    return hg.Tensor._wrap(x._t.expand(out))
+
+
+@_reg(aten.slice.Tensor)
+def _slice(x, dim=0, start=None, end=None, step=1):
+    n = x.shape[dim]
+    start = 0 if start is None else start
+    end = n if end is None or end > n else end
+    start = max(start + n, 0) if start < 0 else min(start, n)
+    end = max(end + n, 0) if end < 0 else min(end, n)
+    if end <= start:
+        raise NoLowering("an empty slice")
+    return hg.Tensor._wrap(x._t.slice(int(dim), int(start), int(end), int(step)))
+
+
+@_reg(aten.select.int)
+def _select(x, dim, index):
+    n = x.shape[dim]
+    index = index + n if index < 0 else index
+    return _squeeze(_slice(x, dim, index, index + 1), [dim])
+
+
+@_reg(aten.split_with_sizes.default)
+def _split_sizes(x, sizes, dim=0):
+    out, at = [], 0
+    for s in sizes:
+        out.append(_slice(x, dim, at, at + s))
+        at += s
+    return out
+
+
+@_reg(aten.split.Tensor)
+def _split(x, size, dim=0):
+    n = x.shape[dim]
+    return [_slice(x, dim, i, min(i + size, n)) for i in range(0, n, size)]
+
+
+@_reg(aten.cat.default)
+def _cat(tensors, dim=0):
+    tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
+    if len(tensors) == 1:
+        return tensors[0]
+    return hg.cat(tensors, axis=dim)
+
+
+@_reg(aten.stack.default)
+def _stack(tensors, dim=0):
+    return _cat([hg.Tensor._wrap(t._t.unsqueeze(int(dim))) for t in tensors], dim)
+
+
+# ----- reductions -------------------------------------------------------------------------------
+
+def _dims(x, dims):
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return None
+    if isinstance(dims, int):
+        return [dims]
+    return [int(d) for d in dims]
+
+
+def _sum_like(name):
+    def f(x, dims=None, keepdim=False, dtype=None):
+        if dtype is not None:
+            x = x.astype(_dtype(dtype))
+        return getattr(x, name)(axis=_dims(x, dims), keepdims=keepdim)
+
+    return f
+
+
+TABLE[aten.sum.dim_IntList] = _sum_like("sum")
+TABLE[aten.sum.default] = lambda x, dtype=None: _sum_like("sum")(x, None, False, dtype)
+TABLE[aten.mean.dim] = _sum_like("mean")
+TABLE[aten.mean.default] = lambda x, dtype=None: _sum_like("mean")(x, None, False, dtype)
+TABLE[aten.prod.dim_int] = lambda x, d, keepdim=False, dtype=None: _sum_like("prod")(x, [d], keepdim, dtype)
+TABLE[aten.amax.default] = lambda x, dims=(), keepdim=False: x.max(axis=_dims(x, dims), keepdims=keepdim)
+TABLE[aten.amin.default] = lambda x, dims=(), keepdim=False: x.min(axis=_dims(x, dims), keepdims=keepdim)
+TABLE[aten.max.dim] = lambda x, d, keepdim=False: (x.max(axis=[d], keepdims=keepdim), x.argmax(axis=d, keepdims=keepdim))
+TABLE[aten.min.dim] = lambda x, d, keepdim=False: (x.min(axis=[d], keepdims=keepdim), x.argmin(axis=d, keepdims=keepdim))
+TABLE[aten.max.default] = lambda x: x.max()
+TABLE[aten.min.default] = lambda x: x.min()
+TABLE[aten.argmax.default] = lambda x, dim=None, keepdim=False: x.argmax(axis=dim, keepdims=keepdim)
+TABLE[aten.argmin.default] = lambda x, dim=None, keepdim=False: x.argmin(axis=dim, keepdims=keepdim)
+
+
+@_reg(aten.any.dim, aten.any.dims, aten.any.default)
+def _any(x, dim=None, keepdim=False):
+    return _as_bool(x).astype("int32").max(axis=_dims(x, dim), keepdims=keepdim) != 0
+
+
+@_reg(aten.all.dim, aten.all.default)
+def _all(x, dim=None, keepdim=False):
+    return _as_bool(x).astype("int32").min(axis=_dims(x, dim), keepdims=keepdim) != 0
+
+
+# ----- matrix products --------------------------------------------------------------------------
+
+TABLE[aten.mm.default] = lambda a, b: a @ b
+TABLE[aten.bmm.default] = lambda a, b: a @ b
+
+
+@_reg(aten.addmm.default)
+def _addmm(bias, a, b, beta=1, alpha=1):
+    p = a @ b
+    if alpha != 1:
+        p = p * alpha
+    return p + (bias if beta == 1 else bias * beta)
+
+
+# ----- nn ops -----------------------------------------------------------------------------------
+
+@_reg(aten._softmax.default)
+def _softmax(x, dim, half_to_float=False):
+    return x.softmax(dim)
+
+
+@_reg(aten._log_softmax.default)
+def _log_softmax(x, dim, half_to_float=False):
+    return x.log_softmax(dim)
+
+
+@_reg(aten.native_layer_norm.default)
+def _layer_norm(x, normalized_shape, weight, bias, eps):
+    axes = list(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    d = x - mean
+    var = (d * d).mean(axis=axes, keepdims=True)
+    rstd = (var + eps).rsqrt()
+    out = d * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+# ----- indexing ---------------------------------------------------------------------------------
+
+TABLE[aten.gather.default] = lambda x, dim, index, sparse_grad=False: x.gather(dim, index)
+TABLE[aten.scatter.value] = lambda x, dim, index, value: x.scatter(dim, index, value)
+TABLE[aten.scatter.src] = lambda x, dim, index, src: x.scatter(dim, index, src)
+TABLE[aten.scatter_add.default] = lambda x, dim, index, src: x.scatter_add(dim, index, src)
+TABLE[aten.index_select.default] = lambda x, dim, index: x.index_select(dim, index)
+
+
+@_reg(aten.embedding.default)
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    rows = weight.index_select(0, indices.reshape(-1))
+    return rows.reshape(*indices.shape, weight.shape[1])
+
+
+def _single_index(indices):
+    live = [(i, t) for i, t in enumerate(indices) if t is not None]
+    if len(live) != 1 or live[0][0] != 0:
+        raise NoLowering("indexing with several index tensors, or not on the first axis")
+    idx = live[0][1]
+    if idx.dtype == hg.bool_:
+        raise NoLowering("boolean-mask indexing (data-dependent shape)")
+    return idx
+
+
+@_reg(aten.index.Tensor)
+def _index(x, indices):
+    idx = _single_index(indices)
+    rows = x.index_select(0, idx.reshape(-1))
+    return rows.reshape(*idx.shape, *x.shape[1:])
+
+
+@_reg(aten.index_put.default)
+def _index_put(x, indices, values, accumulate=False):
+    idx = _single_index(indices).reshape(-1)
+    rest = tuple(x.shape[1:])
+    vals = values.reshape(idx.shape[0], *rest) if values.size == idx.shape[0] * math.prod(rest) else values
+    full_idx = hg.Tensor._wrap(idx.reshape(idx.shape[0], *([1] * len(rest)))._t.expand([idx.shape[0], *rest]))
+    if vals.shape != full_idx.shape:
+        vals = hg.Tensor._wrap(vals._t.expand(list(full_idx.shape)))
+    return x.scatter_add(0, full_idx, vals) if accumulate else x.scatter(0, full_idx, vals)
+
+
+# ----- sizes (static shapes: plain ints) ---------------------------------------------------------
+
+TABLE[aten.sym_size.int] = lambda x, d: x.shape[d]
+TABLE[operator.getitem] = lambda x, i: x[i]
+TABLE[aten.sym_numel.default] = lambda x: x.size
+
