@@ -41,6 +41,11 @@ class Plan:
         ``captured`` (a CUDA graph) and ``replays``."""
         return dict(self._p.stats())
 
+    def profile(self) -> str | None:
+        """With ``HOLOGRAM_PLAN_PROFILE=1`` set when the plan was recorded: time per kind of step
+        over the replays so far (each step synchronized); else ``None``."""
+        return self._p.profile()
+
     @property
     def input_specs(self) -> list[tuple[list[int], str]]:
         """``(shape, dtype)`` of each input."""

@@ -64,3 +64,35 @@ def to_torch(t: hg.Tensor, like: torch.Tensor) -> torch.Tensor:
     if like.device.type == "cpu" and t.device not in ("cpu",):
         t = t.to("cpu")
     return torch.from_dlpack(t)
+
+
+def import_batch(xs, executor: hg.Executor) -> list:
+    """Hologram views of several torch tensors with one stream handshake for all of them (the
+    executor's later work waits for torch's current stream once), not one per tensor."""
+    cuda = executor.backend == "cuda"
+    if cuda:
+        dev = next((x.device for x in xs if x.device.type == "cuda"), None)
+        if dev is not None:
+            executor._e.order_after_stream(torch.cuda.current_stream(dev).cuda_stream)
+    cpu_e = hg.executor_for("cpu")._e
+    out = []
+    for x in xs:
+        x = x.detach()
+        if cuda and x.device.type == "cuda":
+            out.append(hg.Tensor._wrap(_native.from_dlpack(_to_dlpack(x), cpu_e, executor._e)))
+        elif not cuda and x.device.type == "cpu":
+            out.append(hg.Tensor._wrap(_native.from_dlpack(_to_dlpack(x), executor._e, None)))
+        else:
+            out.append(to_hg(x, executor))
+    return out
+
+
+def export_batch(ts, device: torch.device, executor: hg.Executor) -> list:
+    """Torch tensors of several Hologram results with one stream handshake (torch's current
+    stream waits for the executor's work once)."""
+    if device.type == "cuda" and executor.backend == "cuda":
+        executor._e.order_before_stream(torch.cuda.current_stream(device).cuda_stream)
+        return [_from_dlpack(t._t.__dlpack__(None)) for t in ts]
+    if device.type == "cpu" and executor.backend == "cpu":
+        return [_from_dlpack(t._t.__dlpack__(None)) for t in ts]
+    return [to_torch(t, torch.empty(0, device=device)) for t in ts]

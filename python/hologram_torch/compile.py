@@ -20,6 +20,7 @@ and why, and :func:`compile_stats` counts it.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections import Counter
 
 import torch
@@ -27,7 +28,7 @@ import torch
 import hologram as hg
 
 from . import lowering
-from ._bridge import default_executor, to_hg
+from ._bridge import default_executor, export_batch, import_batch
 
 log = logging.getLogger("hologram_torch.compile")
 aten = torch.ops.aten
@@ -36,6 +37,7 @@ aten = torch.ops.aten
 _STATS: Counter = Counter()
 _FALLBACK_OPS: Counter = Counter()
 _warned: set = set()
+_GRAPHS = weakref.WeakSet()
 
 # View ops torch replays itself on outputs that alias a graph input.
 _VIEW_OPS = {
@@ -53,6 +55,18 @@ def compile_stats() -> dict:
     (``replays``)."""
     return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes")},
             "fallback_ops": dict(_FALLBACK_OPS)}
+
+
+def plan_profiles() -> list:
+    """With ``HOLOGRAM_PLAN_PROFILE=1``: ``(graph kind, report)`` of every live plan (time per
+    kind of step per replay, each step synchronized)."""
+    out = []
+    for g in list(_GRAPHS):
+        for entry in g.plans.values():
+            report = entry.plan.profile()
+            if report:
+                out.append((g.kind, report))
+    return out
 
 
 def reset_compile_stats() -> None:
@@ -127,6 +141,7 @@ class _Graph:
         if missing:
             self._fall_back(missing, "no Hologram lowering")
         _STATS["graphs"] += 1
+        _GRAPHS.add(self)
 
     def _fall_back(self, nodes, why):
         names = sorted({str(n.target) for n in nodes})
@@ -163,7 +178,8 @@ class _Graph:
 class _Plan:
     """A recorded plan of a graph for one input signature, with how its outputs map back."""
 
-    def __init__(self, graph, plan, inputs, planned, device):
+    def __init__(self, graph, plan, inputs, planned, device, executor):
+        self.executor = executor
         self.graph = graph
         self.plan = plan
         self.inputs = inputs          # placeholder positions that feed the plan
@@ -183,7 +199,7 @@ class _Plan:
                 planned.setdefault(_strip_alias(o), len(planned))
         used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
         inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
-        hg_inputs = [to_hg(args[i], ex) for i in inputs]
+        hg_inputs = import_batch([args[i] for i in inputs], ex)
         if not hg_inputs:
             hg_inputs = [hg.zeros((1,), device=ex)]
 
@@ -212,12 +228,12 @@ class _Plan:
             plan, first = hg.record(run, *hg_inputs)
         except hg.HologramError as e:
             raise lowering.NoLowering(f"{type(e).__name__}: {e}") from None
-        entry = _Plan(graph, plan, inputs, planned, device)
+        entry = _Plan(graph, plan, inputs, planned, device, ex)
         return entry, entry._results(args, first)
 
     def run(self, args):
-        ex = default_executor(self.device)
-        xs = [to_hg(args[i], ex) for i in self.inputs] or [hg.zeros((1,), device=ex)]
+        ex = self.executor
+        xs = import_batch([args[i] for i in self.inputs], ex) or [hg.zeros((1,), device=ex)]
         return self._results(args, self.plan(*xs))
 
     def _results(self, args, outs):
@@ -226,7 +242,7 @@ class _Plan:
         env = {}
         for n, a in zip(self.graph.placeholders, args):
             env[n] = a
-        torch_outs = [torch.from_dlpack(t) if self.device.type == "cuda" else _cpu_torch(t) for t in outs]
+        torch_outs = export_batch(outs, self.device, self.executor)
         results = []
         for o in self.graph.outs:
             if o is None or not isinstance(o, torch.fx.Node):
@@ -236,12 +252,6 @@ class _Plan:
             else:
                 results.append(torch_outs[self.planned[_strip_alias(o)]])
         return results
-
-
-def _cpu_torch(t: hg.Tensor) -> torch.Tensor:
-    from torch.utils.dlpack import from_dlpack
-
-    return from_dlpack(t._t.__dlpack__(None))
 
 
 def _torch_view(n, env):
@@ -271,15 +281,19 @@ def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
     """The ``torch.compile`` backend: AOTAutograd with Hologram plans for the forward, backward
     and inference graphs."""
     from torch._functorch.aot_autograd import aot_module_simplified
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    return aot_module_simplified(
-        gm,
-        example_inputs,
-        fw_compiler=_compiler("forward"),
-        bw_compiler=_compiler("backward"),
-        inference_compiler=_compiler("inference"),
-        decompositions=_decompositions(),
-    )
+    # Attention traced in its math form (matrix products and a softmax): the fused kernels of
+    # each torch backend are single ATen ops with their own backward ops.
+    with sdpa_kernel(SDPBackend.MATH):
+        return aot_module_simplified(
+            gm,
+            example_inputs,
+            fw_compiler=_compiler("forward"),
+            bw_compiler=_compiler("backward"),
+            inference_compiler=_compiler("inference"),
+            decompositions=_decompositions(),
+        )
 
 
 def register() -> None:

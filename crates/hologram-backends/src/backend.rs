@@ -299,6 +299,15 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// Makes work queued on this backend from now on wait for all work queued so far on the
+    /// CUDA stream `producer` (a DLPack stream integer), without blocking the host: the reverse
+    /// of [`Backend::order_before`], for importing another library's results once per batch of
+    /// tensors. Backends with synchronous or non-CUDA work do nothing.
+    fn order_after(&self, producer: u64) -> Result<()> {
+        let _ = producer;
+        Ok(())
+    }
+
     /// True when the device flushes `f32` (and `bf16`, computed in `f32`) subnormal operands and
     /// results to zero, which WGSL and Vulkan permit and no portable shader can turn off (the
     /// wgpu backend finds out with a probe kernel). Kernels then differ from the ISA's rule

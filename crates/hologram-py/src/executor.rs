@@ -4,7 +4,7 @@ use hologram_core::{availability, BackendType, DType, Executor, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::{IntoPy, PyRes, ValidationError};
+use crate::errors::{to_py, IntoPy, PyRes, ValidationError};
 use crate::tensor::PyTensor;
 
 /// Parses a dtype name (`f32`, `float32`, `bool`, ...).
@@ -28,6 +28,22 @@ pub struct PyExecutor {
 
 #[pymethods]
 impl PyExecutor {
+    /// Makes this executor's later work wait for everything queued so far on the CUDA stream
+    /// `stream` (an integer handle), without blocking the host. No-op off CUDA.
+    fn order_after_stream(&self, py: Python<'_>, stream: u64) -> PyRes<()> {
+        let backend = self.e.backend().clone();
+        py.detach(|| backend.order_after(stream))
+            .map_err(|e| to_py(e.into()))
+    }
+
+    /// Makes later work on the CUDA stream `stream` wait for everything queued so far on this
+    /// executor, without blocking the host. No-op off CUDA.
+    fn order_before_stream(&self, py: Python<'_>, stream: u64) -> PyRes<()> {
+        let backend = self.e.backend().clone();
+        py.detach(|| backend.order_before(stream))
+            .map_err(|e| to_py(e.into()))
+    }
+
     /// `backend`: `auto` (HOLOGRAM_BACKEND, else CUDA, a GPU, else the CPU), `cpu`, `cuda`,
     /// `metal`, `vulkan` or `dx12`. Raises BackendUnavailableError saying why a backend cannot run.
     #[new]

@@ -91,6 +91,11 @@ impl PyPlan {
         stats_dict(py, &self.plan.stats())
     }
 
+    /// With `HOLOGRAM_PLAN_PROFILE=1`: time per kind of step over the replays so far.
+    fn profile(&self) -> Option<String> {
+        self.plan.profile_report()
+    }
+
     /// `(shape, dtype)` of each input.
     fn input_specs(&self) -> Vec<(Vec<usize>, &'static str)> {
         self.plan

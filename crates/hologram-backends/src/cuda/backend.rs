@@ -86,6 +86,37 @@ impl CudaBackend {
         self.dev.arch()
     }
 
+    /// Makes work queued later on `consumer` wait for the work queued so far on `producer`,
+    /// without blocking the host.
+    fn stream_wait(&self, producer: sys::CUstream, consumer: sys::CUstream) -> Result<()> {
+        // DLPack's 0 is ambiguous for CUDA; the driver reads a null stream as the legacy one.
+        if consumer == producer {
+            return Ok(());
+        }
+        self.dev.bind()?;
+        let event = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(device_error("cuEventCreate"))?;
+        // SAFETY: the event was just created and the streams are live (the other library's by
+        // the DLPack contract); the wait is queued before the event is destroyed, which the
+        // driver allows (resources are released once the wait is done).
+        let result = unsafe {
+            drv::event::record(event, producer)
+                .and_then(|()| {
+                    drv::stream::wait_event(
+                        consumer,
+                        event,
+                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                    )
+                })
+                .map_err(device_error(
+                    "ordering one CUDA stream after another (DLPack exchange)",
+                ))
+        };
+        // SAFETY: destroyed once; see above.
+        let _ = unsafe { drv::event::destroy(event) };
+        result
+    }
+
     /// True when GEMM runs on cuBLAS (else on the generic kernel).
     pub fn has_cublas(&self) -> bool {
         cublas().is_ok()
@@ -407,35 +438,12 @@ impl Backend for CudaBackend {
     }
 
     fn order_before(&self, consumer: u64) -> Result<()> {
-        // DLPack's 0 is ambiguous for CUDA; the driver reads a null stream as the legacy one.
-        let consumer = consumer as sys::CUstream;
-        if consumer == self.dev.stream {
-            return Ok(());
-        }
-        self.dev.bind()?;
-        let event = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-            .map_err(device_error("cuEventCreate"))?;
-        // SAFETY: the event was just created and the streams are live (the consumer's by the
-        // DLPack contract); the wait is queued before the event is destroyed, which the driver
-        // allows (resources are released once the wait is done).
-        let result = unsafe {
-            drv::event::record(event, self.dev.stream)
-                .and_then(|()| {
-                    drv::stream::wait_event(
-                        consumer,
-                        event,
-                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                    )
-                })
-                .map_err(device_error(
-                    "ordering a DLPack consumer's stream after Hologram's",
-                ))
-        };
-        // SAFETY: destroyed once; see above.
-        let _ = unsafe { drv::event::destroy(event) };
-        result
+        self.stream_wait(self.dev.stream, consumer as sys::CUstream)
     }
 
+    fn order_after(&self, producer: u64) -> Result<()> {
+        self.stream_wait(producer as sys::CUstream, self.dev.stream)
+    }
     fn synchronize(&self) -> Result<()> {
         self.dev.bind()?;
         self.dev.sync()?;

@@ -218,6 +218,9 @@ fn bind(x: &Tensor, slot: &Tensor) -> Result<()> {
 
 struct PlanState {
     replays: u64,
+    /// With `HOLOGRAM_PLAN_PROFILE=1`: seconds and counts per step kind, printed when the plan
+    /// is dropped.
+    profile: Option<std::collections::HashMap<String, (u64, f64)>>,
 }
 
 /// A recorded function of tensors, replayed by [`Plan::run`]. See the [module](self) docs.
@@ -295,7 +298,8 @@ impl Plan {
             constant_bytes,
             ..PlanStats::default()
         };
-        let graph = if std::env::var_os("HOLOGRAM_PLAN_NO_CAPTURE").is_some() {
+        let profile = std::env::var_os("HOLOGRAM_PLAN_PROFILE").is_some_and(|v| v != "0");
+        let graph = if profile || std::env::var_os("HOLOGRAM_PLAN_NO_CAPTURE").is_some() {
             None
         } else {
             backend.capture(&mut || steps.iter().try_for_each(|s| s.run(backend.as_ref())))?
@@ -310,8 +314,36 @@ impl Plan {
             arena,
             _constants: constants,
             stats,
-            state: Mutex::new(PlanState { replays: 0 }),
+            state: Mutex::new(PlanState {
+                replays: 0,
+                profile: profile.then(Default::default),
+            }),
         })
+    }
+
+    /// With `HOLOGRAM_PLAN_PROFILE=1` set when the plan was made: a table of the time each
+    /// kind of step took over the replays so far (steps synchronized one by one, so the times
+    /// are device times plus launch costs). `None` without profiling.
+    pub fn profile_report(&self) -> Option<String> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let p = state.profile.as_ref()?;
+        let mut rows: Vec<_> = p.iter().collect();
+        rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let total: f64 = rows.iter().map(|r| r.1 .1).sum();
+        let per = state.replays.max(1) as f64;
+        let mut out = format!(
+            "{} replays, {:.3} ms per replay\n",
+            state.replays,
+            total * 1e3 / per
+        );
+        for (name, (n, secs)) in rows.iter().take(40) {
+            out += &format!(
+                "  {:9.3} ms/replay {:5} x/replay  {name}\n",
+                secs * 1e3 / per,
+                *n as f64 / per
+            );
+        }
+        Some(out)
     }
 
     /// What each input must be.
@@ -363,6 +395,13 @@ impl Plan {
             Some(g) if !self.exec.recording_here() => g.replay()?,
             _ => {
                 for step in &self.steps {
+                    let timer = match &state.profile {
+                        Some(_) => {
+                            self.exec.synchronize()?;
+                            Some(std::time::Instant::now())
+                        }
+                        None => None,
+                    };
                     match step {
                         Step::Launch {
                             kernel,
@@ -380,6 +419,12 @@ impl Plan {
                             .exec
                             .copy_device(src, *src_offset, dst, *dst_offset, *len)?,
                         Step::Upload { .. } => step.run(self.exec.backend().as_ref())?,
+                    }
+                    if let (Some(t), Some(p)) = (timer, state.profile.as_mut()) {
+                        self.exec.synchronize()?;
+                        let e = p.entry(step.describe()).or_default();
+                        e.0 += 1;
+                        e.1 += t.elapsed().as_secs_f64();
                     }
                 }
             }

@@ -68,6 +68,26 @@ impl Step {
     }
 }
 
+impl Step {
+    /// A short description for profiles: the kernel's name and launch size, the GEMM's shape.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Launch { kernel, config, .. } => format!(
+                "{} grid {:?} block {:?}",
+                kernel.kernel().name,
+                config.grid,
+                config.block
+            ),
+            Step::Gemm { desc, .. } => format!(
+                "gemm {} {}x{}x{} batch {} trans {}{}",
+                desc.ty, desc.m, desc.n, desc.k, desc.batch, desc.trans_a as u8, desc.trans_b as u8
+            ),
+            Step::Upload { data, .. } => format!("upload {} B", data.len()),
+            Step::Copy { len, .. } => format!("copy {len} B"),
+        }
+    }
+}
+
 /// The steps recorded so far, and the thread recording them (work other threads queue on the
 /// executor meanwhile is not part of the plan).
 pub(crate) struct Recorder {
