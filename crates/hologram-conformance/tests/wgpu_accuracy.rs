@@ -1,6 +1,7 @@
 //! Transcendentals on the wgpu backend (lavapipe in CI) against the CPU backend, over wide input
 //! ranges: the largest difference in ulps must stay within the bounds documented in
-//! crates/hologram-backends/src/wgpu/README.md. Everything else is bit-exact (conformance).
+//! crates/hologram-backends/src/wgpu/README.md. Everything else is bit-exact (conformance); the
+//! fma emulation is also checked bit for bit here over many operands near the exponent limits.
 
 use hologram_backends::wgpu::adapter::{AdapterOptions, Api};
 use hologram_backends::{Backend, BufferArg, CpuBackend, KernelArg, LaunchConfig, WgpuBackend};
@@ -213,4 +214,255 @@ fn sin_cos_tan_match_f64_references_over_the_whole_range() {
         report.join("\n")
     );
     assert!(!failed, "{}", report.join("\n"));
+}
+
+/// A float format for [`fma_inputs`]: ISA type, significand bits (without the hidden one),
+/// exponent bias.
+#[derive(Clone, Copy)]
+struct Format {
+    ty: &'static str,
+    frac: u32,
+    bias: i32,
+}
+
+const F32_FORMAT: Format = Format {
+    ty: "f32",
+    frac: 23,
+    bias: 127,
+};
+const F64_FORMAT: Format = Format {
+    ty: "f64",
+    frac: 52,
+    bias: 1023,
+};
+
+impl Format {
+    fn size(self) -> usize {
+        if self.frac == 52 {
+            8
+        } else {
+            4
+        }
+    }
+
+    /// a * b rounded to the format (bit patterns).
+    fn mul(self, a: u64, b: u64) -> u64 {
+        if self.frac == 52 {
+            (f64::from_bits(a) * f64::from_bits(b)).to_bits()
+        } else {
+            (f32::from_bits(a as u32) * f32::from_bits(b as u32)).to_bits() as u64
+        }
+    }
+
+    fn is_nan(self, v: u64) -> bool {
+        v & !sign_bit(self) > inf_bits(self)
+    }
+}
+
+fn inf_bits(f: Format) -> u64 {
+    ((2 * f.bias + 1) as u64) << f.frac
+}
+
+fn sign_bit(f: Format) -> u64 {
+    1u64 << (if f.frac == 52 { 63 } else { 31 })
+}
+
+/// splitmix64: deterministic inputs without a dependency.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The bits of a random finite value of `f` with a random sign and significand and unbiased
+/// exponent `e` (clamped to the format; below the normal range the value is subnormal).
+fn value_bits(f: Format, r: &mut u64, e: i32) -> u64 {
+    let emin = 1 - f.bias;
+    let e = e.clamp(emin - f.frac as i32, f.bias);
+    let frac = next(r) & ((1u64 << f.frac) - 1);
+    let sign = if next(r) & 1 == 1 { sign_bit(f) } else { 0 };
+    if e >= emin {
+        sign | (((e + f.bias) as u64) << f.frac) | frac
+    } else {
+        // Subnormal: the hidden bit lands below the exponent field.
+        let m = ((1u64 << f.frac) | frac) >> (emin - e);
+        sign | m.max(1)
+    }
+}
+
+/// fma operands (as bit patterns) that reach every path of the emulation: exponents anywhere,
+/// products near overflow and underflow with a c of their size, huge times tiny operands, c
+/// cancelling the rounded product to a few ulps, c far above or below the product.
+fn fma_inputs(f: Format, n: usize) -> Vec<[u64; 3]> {
+    let mut r = 0x5eed_u64 + f.frac as u64;
+    let emax = f.bias;
+    let emin = 1 - f.bias;
+    let p = f.frac as i32 + 1;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut uni = |lo: i32, hi: i32| lo + (next(&mut r) % (hi - lo + 1) as u64) as i32;
+        let (ea, eb, ec);
+        match i % 6 {
+            0 => {
+                ea = uni(emin - p, emax);
+                eb = uni(emin - p, emax);
+                ec = uni(emin - p, emax);
+            }
+            1 => {
+                ea = uni(emax / 2, emax);
+                eb = emax - ea + uni(-3, 2);
+                ec = uni(emax - 3, emax);
+            }
+            2 => {
+                let ep = uni(emin - p - 2, emin + 4);
+                ea = uni(emin - p + 1, emax);
+                eb = ep - ea;
+                ec = uni(emin - p, emin + 4);
+            }
+            3 => {
+                ea = uni(emax - 40, emax);
+                eb = -ea + uni(-5, 5);
+                ec = uni(-60, 5);
+            }
+            4 => {
+                ea = uni(emin, emax);
+                eb = uni(emin - ea, emax - ea).clamp(emin - p, emax);
+                ec = ea
+                    + eb
+                    + if i % 12 == 4 {
+                        uni(p, 3 * p)
+                    } else {
+                        -uni(p, 3 * p)
+                    };
+            }
+            _ => {
+                ea = uni(emin - p, emax);
+                eb = uni(emin - ea - 2, emax - ea).clamp(emin - p, emax);
+                ec = 0;
+            }
+        }
+        let a = value_bits(f, &mut r, ea);
+        let b = value_bits(f, &mut r, eb);
+        let mut c = value_bits(f, &mut r, ec);
+        if i % 6 == 5 {
+            // c = -RN(a b), moved by up to 3 ulps: the exact result is the product's rounding
+            // error, plus or minus a few ulps.
+            let sign = sign_bit(f);
+            let pr = f.mul(a, b) ^ sign;
+            let k = next(&mut r) % 7;
+            c = if pr & !sign == 0 || pr & !sign >= inf_bits(f) {
+                c
+            } else {
+                (pr + k).wrapping_sub(3)
+            };
+        }
+        out.push([a, b, c]);
+    }
+    // Some cases with zeros, infinities and NaN.
+    let inf = inf_bits(f);
+    let nan = inf | 1 << (f.frac - 1);
+    let big = inf - 1;
+    let neg = sign_bit(f);
+    let two = if f.frac == 52 {
+        2f64.to_bits()
+    } else {
+        2f32.to_bits() as u64
+    };
+    let specials = [
+        [big, big, inf | neg],
+        [big, big | neg, inf],
+        [big, two, big | neg],
+        [big | neg, two, big],
+        [inf, 0, 0],
+        [0, nan, 0],
+        [neg, 0, 0],
+        [neg, 0, neg],
+        [1, 1, neg],
+        [1, neg | 1, 0],
+    ];
+    let len = out.len();
+    for (k, s) in specials.iter().enumerate() {
+        out[len - 1 - k] = *s;
+    }
+    out
+}
+
+fn run_fma(b: &dyn Backend, f: Format, inputs: &[[u64; 3]]) -> Option<Vec<u64>> {
+    let (ty, size) = (f.ty, f.size());
+    let text = format!(
+        ".kernel k\n.param .buf.{ty} a\n.param .buf.{ty} b\n.param .buf.{ty} c\n.param .buf.{ty} r .rw\n    mov.u32 %i, %gid;\n    ld.{ty} %a, a[%i];\n    ld.{ty} %b, b[%i];\n    ld.{ty} %c, c[%i];\n    fma.{ty} %r, %a, %b, %c;\n    st.{ty} r[%i], %r;\n"
+    );
+    let k = Arc::new(hologram_isa::assemble(&text).expect("assemble"));
+    let c = match b.compile(&k) {
+        Ok(c) => c,
+        Err(hologram_backends::BackendError::Unsupported { .. }) => return None,
+        Err(e) => panic!("compile: {e}"),
+    };
+    let n = inputs.len();
+    let buf = |col: Option<usize>| {
+        let m = b.allocate(size * n).expect("allocate");
+        let bytes: Vec<u8> = match col {
+            Some(col) => inputs
+                .iter()
+                .flat_map(|v| v[col].to_le_bytes()[..size].to_vec())
+                .collect(),
+            None => vec![0; size * n],
+        };
+        b.copy_in(&m, 0, &bytes).expect("copy in");
+        m
+    };
+    let (ma, mb, mc, mr) = (buf(Some(0)), buf(Some(1)), buf(Some(2)), buf(None));
+    let args = [ma, mb, mc, mr.clone()].map(|m| KernelArg::Buffer(BufferArg::whole(m)));
+    b.launch(&c, &LaunchConfig::for_elements(n as u64, 256), &args)
+        .expect("launch");
+    b.synchronize().expect("sync");
+    let mut out = vec![0u8; size * n];
+    b.copy_out(&mr, 0, &mut out).expect("copy out");
+    Some(
+        out.chunks_exact(size)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w[..size].copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
+            .collect(),
+    )
+}
+
+/// fma is one rounding on every adapter: the emulation (Boldo–Melquiond, and the integer path
+/// for operands near the exponent limits and subnormals) against the CPU's `mul_add`, bit for
+/// bit, over 2^16 operand triples per type. Without f64 (`HOLOGRAM_WGPU_CORE_ONLY=1`) f32 takes
+/// the f32-only paths and the f64 kernel is unsupported.
+#[test]
+fn fma_is_bit_exact_near_the_exponent_limits() {
+    let Some(gpu) = open() else { return };
+    let cpu = CpuBackend::new();
+    let n = 1 << 16;
+    let mut report = Vec::new();
+    for f in [F32_FORMAT, F64_FORMAT] {
+        let inputs = fma_inputs(f, n);
+        let Some(g) = run_fma(&gpu, f, &inputs) else {
+            report.push(format!("{}: unsupported on this adapter", f.ty));
+            continue;
+        };
+        let c = run_fma(&cpu, f, &inputs).expect("the CPU runs every kernel");
+        let bad: Vec<usize> = (0..n)
+            .filter(|&i| g[i] != c[i] && !(f.is_nan(g[i]) && f.is_nan(c[i])))
+            .collect();
+        report.push(format!("{}: {} of {n} differ", f.ty, bad.len()));
+        for &i in bad.iter().take(8) {
+            report.push(format!(
+                "  fma({:#x}, {:#x}, {:#x}): wgpu {:#x}, cpu {:#x}",
+                inputs[i][0], inputs[i][1], inputs[i][2], g[i], c[i]
+            ));
+        }
+    }
+    println!("on {}:\n{}", gpu.info().name, report.join("\n"));
+    assert!(
+        report.iter().all(|l| !l.starts_with("  ")),
+        "{}",
+        report.join("\n")
+    );
 }

@@ -114,7 +114,18 @@ impl Gen<'_> {
                 b,
                 c,
             } => {
-                let (a, b, c) = (o(self, a, *ty), o(self, b, *ty), o(self, c, *ty));
+                // Literal 0 and ±1 operands are shielded: inlined into the product or the fma
+                // helpers, they let drivers fold `x * 0` to 0 or `p + 0` to p (wrong for
+                // infinities, NaN and signed zeros).
+                let f = |g: &Self, x: &Operand<u32>| {
+                    let e = o(g, x, *ty);
+                    if ty.is_float() && super::math::special_literal(x) {
+                        super::math::opaque(*ty, &e)
+                    } else {
+                        e
+                    }
+                };
+                let (a, b, c) = (f(self, a), f(self, b), f(self, c));
                 let e = if ty.is_float() {
                     super::math::float_ternary(*op, *ty, &a, &b, &c, self.opts.float64)
                 } else {

@@ -82,12 +82,7 @@ pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str, float64: bo
     normalize(ty, &e)
 }
 
-/// `mad` (two roundings) and `fma` (one).
-///
-/// Vulkan lets drivers implement `fma` as a multiply and an add (lavapipe does), so `fma` is
-/// emulated exactly: f32 through f64 (an exact product, an exact sum error, and round-to-odd
-/// before the final rounding); f64, and f32 on adapters without f64, with Boldo and Melquiond's
-/// error-free algorithm.
+/// `mad` (two roundings) and `fma` (one, emulated exactly: see `fma`).
 pub(crate) fn float_ternary(
     op: TernaryOp,
     ty: Type,
@@ -100,7 +95,10 @@ pub(crate) fn float_ternary(
         // The product goes through `hg_mul_rounded` so the driver cannot contract it into an
         // fma with the add.
         TernaryOp::Mad if ty == Type::F64 => format!("(hg_mul_rounded64({a}, {b}) + {c})"),
-        TernaryOp::Mad => format!("(hg_mul_rounded({a}, {b}) + {c})"),
+        TernaryOp::Mad if ty == Type::F32 => format!("(hg_mul_rounded({a}, {b}) + {c})"),
+        // f16/bf16: the product is rounded to the type (in integer code, which also keeps it
+        // out of any contraction), then the sum.
+        TernaryOp::Mad => format!("({} + {c})", normalize(ty, &format!("({a} * {b})"))),
         TernaryOp::Fma if ty == Type::F64 => format!("hg_fma64({a}, {b}, {c})"),
         TernaryOp::Fma if float64 => format!("hg_fma32({a}, {b}, {c})"),
         TernaryOp::Fma => format!("hg_fma32s({a}, {b}, {c})"),
@@ -108,15 +106,20 @@ pub(crate) fn float_ternary(
     normalize(ty, &e)
 }
 
-/// True when a float binary operation's operands could let a driver apply a fold that is wrong
-/// for infinities, NaN or signed zeros: the same operand twice, or a literal 0 or 1.
-pub(crate) fn needs_ieee_guard(a: &Operand<u32>, b: &Operand<u32>) -> bool {
-    let special = |o: &Operand<u32>| match o {
+/// True for a literal 0 or ±1: drivers fold `x * 0` to 0, `x + 0` to x and the like, which is
+/// wrong for infinities, NaN or signed zeros.
+pub(crate) fn special_literal(o: &Operand<u32>) -> bool {
+    match o {
         Operand::Imm(Imm::Float(f)) => *f == 0.0 || f.abs() == 1.0,
         Operand::Imm(Imm::Int(i)) => *i == 0 || i.abs() == 1,
         _ => false,
-    };
-    a == b || special(a) || special(b)
+    }
+}
+
+/// True when a float binary operation's operands could let a driver apply a fold that is wrong
+/// for infinities, NaN or signed zeros: the same operand twice, or a literal 0 or 1.
+pub(crate) fn needs_ieee_guard(a: &Operand<u32>, b: &Operand<u32>) -> bool {
+    a == b || special_literal(a) || special_literal(b)
 }
 
 /// An expression equal to `x` that compilers cannot see through.
@@ -351,34 +354,6 @@ fn hg_two_prod(a: f32, b: f32) -> vec2<f32> {
     let bl = hg_o(b - bh);
     let e = hg_o(hg_o(hg_o(hg_o(ah * bh) - p) + hg_o(ah * bl)) + hg_o(al * bh)) + hg_o(al * bl);
     return vec2<f32>(p, e);
-}
-"#,
-    },
-    Helper {
-        name: "hg_fma32s",
-        deps: &["hg_f32dd"],
-        text: r#"// fma on f32 without f64, exact (Boldo and Melquiond): RN(th + RO(tl + ul)) with
-// a*b = uh + ul and c + uh = th + tl exactly. Operands far from 1 (where error terms could
-// underflow or the split overflow), zeros, infinities and NaN use plain operations.
-fn hg_fma32s(a: f32, b: f32, c: f32) -> f32 {
-    let ea = i32((bitcast<u32>(a) >> 23u) & 0xffu);
-    let eb = i32((bitcast<u32>(b) >> 23u) & 0xffu);
-    let ec = i32((bitcast<u32>(c) >> 23u) & 0xffu);
-    if (ea == 0 || eb == 0 || ec == 0 || ea > 230 || eb > 230 || ec > 250 || ea + eb < 127 + 60) {
-        if (a == 0.0 || b == 0.0 || c == 0.0 || ea == 0xff || eb == 0xff || ec == 0xff) {
-            return hg_o(a * b) + c;
-        }
-        return fma(a, b, c);
-    }
-    let u = hg_two_prod(a, b);
-    let t = hg_two_sum(c, u.x);
-    let v = hg_two_sum(t.y, u.y);
-    var vo = v.x;
-    let vb = bitcast<u32>(v.x);
-    if (v.y != 0.0 && (vb & 1u) == 0u && v.x != 0.0) {
-        vo = bitcast<f32>(select(vb - 1u, vb + 1u, (v.y > 0.0) == (v.x > 0.0)));
-    }
-    return t.x + vo;
 }
 "#,
     },

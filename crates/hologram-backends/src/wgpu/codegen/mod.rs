@@ -19,6 +19,7 @@
 pub mod arrays;
 mod blocks;
 mod convert;
+mod fma;
 mod inst;
 pub mod math;
 pub mod prelude;
@@ -148,6 +149,7 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         &[
             prelude::HELPERS,
             math::HELPERS,
+            fma::HELPERS,
             trig::HELPERS,
             wide::HELPERS,
         ],

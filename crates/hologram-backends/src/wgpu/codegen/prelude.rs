@@ -98,12 +98,28 @@ fn hg_f2b(x: f32) -> u32 {
     Helper {
         name: "hg_fmin",
         deps: &["hg_isnan"],
-        text: "fn hg_fmin(a: f32, b: f32) -> f32 { if (hg_isnan(b)) { return a; } if (hg_isnan(a)) { return b; } return select(b, a, a < b); }\n",
+        text: r#"// IEEE 754-2019 minimumNumber: a NaN operand yields the other; -0 is below +0 (equal
+// operands: the OR of the bits keeps a sign bit).
+fn hg_fmin(a: f32, b: f32) -> f32 {
+    if (hg_isnan(b)) { return a; }
+    if (hg_isnan(a)) { return b; }
+    if (a == b) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)); }
+    return select(b, a, a < b);
+}
+"#,
     },
     Helper {
         name: "hg_fmax",
         deps: &["hg_isnan"],
-        text: "fn hg_fmax(a: f32, b: f32) -> f32 { if (hg_isnan(b)) { return a; } if (hg_isnan(a)) { return b; } return select(b, a, a > b); }\n",
+        text: r#"// IEEE 754-2019 maximumNumber: a NaN operand yields the other; +0 is above -0 (equal
+// operands: the AND of the bits clears a sign bit).
+fn hg_fmax(a: f32, b: f32) -> f32 {
+    if (hg_isnan(b)) { return a; }
+    if (hg_isnan(a)) { return b; }
+    if (a == b) { return bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)); }
+    return select(b, a, a > b);
+}
+"#,
     },
     Helper {
         name: "hg_fmod",

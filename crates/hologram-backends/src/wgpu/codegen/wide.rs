@@ -70,71 +70,6 @@ fn hg_round64(x: f64) -> f64 {
         text: "fn hg_o64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) ^ u64(hg_zero)); }\n",
     },
     Helper {
-        name: "hg_fma32",
-        deps: &["hg_o64"],
-        text: r#"// fma on f32, exact: the product is exact in f64; the f64 sum is rounded to odd (using its
-// exact error), so the final rounding to f32 is the only one that matters.
-fn hg_fma32(a: f32, b: f32, c: f32) -> f32 {
-    let p = hg_o64(f64(a) * f64(b));
-    let cc = f64(c);
-    let s = hg_o64(p + cc);
-    let sb = bitcast<u64>(s);
-    if ((sb & 0x7ff0000000000000lu) == 0x7ff0000000000000lu) { return f32(s); }
-    let bb = hg_o64(s - p);
-    let e = hg_o64(p - hg_o64(s - bb)) + hg_o64(cc - bb);
-    if (e != f64(0.0) && (sb & 1lu) == 0lu) {
-        let up = (e > f64(0.0)) == (s > f64(0.0));
-        return f32(bitcast<f64>(select(sb - 1lu, sb + 1lu, up)));
-    }
-    return f32(s);
-}
-"#,
-    },
-    Helper {
-        name: "hg_fma64",
-        deps: &["hg_o64"],
-        text: r#"// fma on f64, exact (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums",
-// 2008): a*b = uh + ul exactly (Dekker), c + uh = th + tl exactly (Knuth), then
-// RN(th + RO(tl + ul)). Operands far from 1 (where the error terms could underflow or the
-// split overflow), zeros, infinities and NaN use the plain operations, exact there.
-fn hg_fma64(a: f64, b: f64, c: f64) -> f64 {
-    let ea = i32((bitcast<u64>(a) >> 52u) & 0x7fflu);
-    let eb = i32((bitcast<u64>(b) >> 52u) & 0x7fflu);
-    let ec = i32((bitcast<u64>(c) >> 52u) & 0x7fflu);
-    if (ea == 0 || eb == 0 || ec == 0 || ea > 1900 || eb > 1900 || ec > 2000 || ea + eb < 1023 + 150) {
-        if (a == f64(0.0) || b == f64(0.0) || c == f64(0.0) || ea == 0x7ff || eb == 0x7ff || ec == 0x7ff) {
-            return hg_o64(a * b) + c;
-        }
-        return fma(a, b, c);
-    }
-    // Dekker's exact product with Veltkamp's split (C = 2^27 + 1).
-    let p = hg_o64(a * b);
-    let ta = hg_o64(134217729.0 * a);
-    let ah = hg_o64(ta - hg_o64(ta - a));
-    let al = a - ah;
-    let tb = hg_o64(134217729.0 * b);
-    let bh = hg_o64(tb - hg_o64(tb - b));
-    let bl = b - bh;
-    let ul = hg_o64(hg_o64(hg_o64(hg_o64(ah * bh) - p) + hg_o64(ah * bl)) + hg_o64(al * bh)) + hg_o64(al * bl);
-    // Knuth's two-sum of c and the product's head.
-    let th = hg_o64(c + p);
-    let bv = hg_o64(th - c);
-    let tl = hg_o64(c - hg_o64(th - bv)) + hg_o64(p - bv);
-    // Round-to-odd of tl + ul.
-    let v = hg_o64(tl + ul);
-    let bw = hg_o64(v - tl);
-    let ve = hg_o64(tl - hg_o64(v - bw)) + hg_o64(ul - bw);
-    var vo = v;
-    let vb = bitcast<u64>(v);
-    if (ve != f64(0.0) && (vb & 1lu) == 0lu && v != f64(0.0)) {
-        let up = (ve > f64(0.0)) == (v > f64(0.0));
-        vo = bitcast<f64>(select(vb - 1lu, vb + 1lu, up));
-    }
-    return th + vo;
-}
-"#,
-    },
-    Helper {
         name: "hg_nan64",
         deps: &[],
         text: "fn hg_nan64() -> f64 { return bitcast<f64>(0x7ff8000000000000lu ^ u64(hg_zero)); }\n",
@@ -152,12 +87,26 @@ fn hg_fma64(a: f64, b: f64, c: f64) -> f64 {
     Helper {
         name: "hg_fmin64",
         deps: &["hg_isnan64"],
-        text: "fn hg_fmin64(a: f64, b: f64) -> f64 { if (hg_isnan64(b)) { return a; } if (hg_isnan64(a)) { return b; } return select(b, a, a < b); }\n",
+        text: r#"// minimumNumber on f64 (see hg_fmin).
+fn hg_fmin64(a: f64, b: f64) -> f64 {
+    if (hg_isnan64(b)) { return a; }
+    if (hg_isnan64(a)) { return b; }
+    if (a == b) { return bitcast<f64>(bitcast<u64>(a) | bitcast<u64>(b)); }
+    return select(b, a, a < b);
+}
+"#,
     },
     Helper {
         name: "hg_fmax64",
         deps: &["hg_isnan64"],
-        text: "fn hg_fmax64(a: f64, b: f64) -> f64 { if (hg_isnan64(b)) { return a; } if (hg_isnan64(a)) { return b; } return select(b, a, a > b); }\n",
+        text: r#"// maximumNumber on f64 (see hg_fmax).
+fn hg_fmax64(a: f64, b: f64) -> f64 {
+    if (hg_isnan64(b)) { return a; }
+    if (hg_isnan64(a)) { return b; }
+    if (a == b) { return bitcast<f64>(bitcast<u64>(a) & bitcast<u64>(b)); }
+    return select(b, a, a > b);
+}
+"#,
     },
     Helper {
         name: "hg_d2f_odd",
