@@ -394,7 +394,7 @@ fn run_fma(b: &dyn Backend, f: Format, inputs: &[[u64; 3]]) -> Option<Vec<u64>> 
     let text = format!(
         ".kernel k\n.param .buf.{ty} a\n.param .buf.{ty} b\n.param .buf.{ty} c\n.param .buf.{ty} r .rw\n    mov.u32 %i, %gid;\n    ld.{ty} %a, a[%i];\n    ld.{ty} %b, b[%i];\n    ld.{ty} %c, c[%i];\n    fma.{ty} %r, %a, %b, %c;\n    st.{ty} r[%i], %r;\n"
     );
-    let k = Arc::new(hologram_isa::assemble(&text).expect("assemble"));
+    let k = hologram_compiler::Canonical::assemble(&text).expect("assemble");
     let c = match b.compile(&k) {
         Ok(c) => c,
         Err(hologram_backends::BackendError::Unsupported { .. }) => return None,
