@@ -74,7 +74,8 @@ fn every_conformance_program_generates() {
     for (name, k) in &all {
         for opts in variants(k) {
             let code = generate(k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(code.contains("hologram_kernel"));
+            let entry = hologram_backends::cuda::codegen::entry_name(&k.name);
+            assert!(code.contains(&format!("{entry}(")), "{name}");
             if let Some(dir) = &dump {
                 std::fs::create_dir_all(dir).expect("dump dir");
                 let file = dir.join(format!("{name}.{}.cu", opts.tag().replace(';', "_")));

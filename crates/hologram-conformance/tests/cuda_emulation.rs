@@ -78,6 +78,7 @@ fn host_program(kernel: &Kernel, code: &str, vector_map: bool) -> String {
         args.push("(hg_u64)total".into());
     }
     let threaded = kernel.facts.uses_barrier || !kernel.shared.is_empty();
+    let entry = codegen::entry_name(&kernel.name);
     format!(
         r#"#include "shim.h"
 #include <cstdio>
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {{
       blockIdx = {{bx, by, bz}};
       threadIdx = {{l % b[0], (l / b[0]) % b[1], l / (b[0] * b[1])}};
       hg_emu_barrier = bar;
-      hologram_kernel({args});
+      {entry}({args});
       if (bar) bar->arrive_and_drop();
     }};
     if ({threaded}) {{

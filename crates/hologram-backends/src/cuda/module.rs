@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUfunction_attribute as FnAttr};
 use cudarc::driver::{result as drv, CudaContext};
 
-use super::codegen::ENTRY;
+use super::codegen::entry_name;
 use super::device::describe;
 use crate::error::{BackendError, Result};
 
@@ -39,8 +39,8 @@ impl Module {
         // SAFETY: `image` is a complete CUBIN that outlives the call (the driver copies it).
         let module = unsafe { drv::module::load_data(image.as_ptr() as *const _) }
             .map_err(fail("loading the compiled kernel (cuModuleLoadData)"))?;
-        let name =
-            CString::new(ENTRY).map_err(|_| BackendError::Device("bad entry name".into()))?;
+        let name = CString::new(entry_name(kernel))
+            .map_err(|_| BackendError::Device("bad entry name".into()))?;
         // SAFETY: `module` was just loaded.
         let function = match unsafe { drv::module::get_function(module, name) } {
             Ok(f) => f,

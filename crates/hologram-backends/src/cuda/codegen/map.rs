@@ -24,7 +24,7 @@ use hologram_isa::{Kernel, Op, ParamKind, Special};
 
 use super::ctype::{ctype, reg, special};
 use super::memory::{self, Checks};
-use super::{compute, parameters, prelude, CodegenOptions, ENTRY};
+use super::{compute, entry_name, parameters, prelude, CodegenOptions};
 use crate::backend::LaunchConfig;
 use crate::error::{BackendError, Result};
 
@@ -104,9 +104,10 @@ pub(crate) fn generate(
         .launch_bounds
         .map(|n| format!("__launch_bounds__({n}) "))
         .unwrap_or_default();
+    let entry = entry_name(&kernel.name);
     let _ = writeln!(
         out,
-        "extern \"C\" __global__ void {bounds}{ENTRY}({params}, hg_u64 hg_total) {{"
+        "extern \"C\" __global__ void {bounds}{entry}({params}, hg_u64 hg_total) {{"
     );
     out.push_str("  const hg_u64 hg_T = (hg_u64)gridDim.x * blockDim.x;\n");
     out.push_str("  const hg_u64 hg_t = (hg_u64)blockIdx.x * blockDim.x + threadIdx.x;\n");

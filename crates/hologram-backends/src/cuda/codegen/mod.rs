@@ -1,7 +1,7 @@
 //! Atlas ISA to CUDA C.
 //!
 //! [`generate`] turns a validated kernel into one CUDA C translation unit: the [`prelude`], then
-//! one `extern "C" __global__` function, [`ENTRY`], whose body is the kernel's instructions in
+//! one `extern "C" __global__` function, named by [`entry_name`], whose body is the kernel's instructions in
 //! order, one C statement each, with labels and `goto` for control flow. This part is plain
 //! Rust (no CUDA needed), so the NVRTC compile-only check and unit tests can use it anywhere.
 //!
@@ -40,11 +40,23 @@ use self::ctype::{ctype, reg, special};
 use self::memory::{ArrayC, ArrayLen, Checks};
 use crate::error::{BackendError, Result};
 
-/// The name of the generated `__global__` function.
-pub const ENTRY: &str = "hologram_kernel";
+/// The name of the generated `__global__` function of kernel `kernel`: `hologram_` and the
+/// kernel's name (characters other than letters, digits and `_` become `_`), so profilers such
+/// as Nsight and torch.profiler show which kernel ran.
+pub fn entry_name(kernel: &str) -> String {
+    let mut s = String::from("hologram_");
+    s.extend(kernel.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            c
+        } else {
+            '_'
+        }
+    }));
+    s
+}
 
 /// Bumped whenever generated code changes meaning or form, so cached binaries are not reused.
-pub const CODEGEN_VERSION: u32 = 1;
+pub const CODEGEN_VERSION: u32 = 2;
 
 /// Choices that change the generated code (and so belong in cache keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,7 +122,8 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
         .map(|n| format!("__launch_bounds__({n}) "))
         .unwrap_or_default();
     let (params, mut arrays) = parameters(kernel);
-    let _ = write!(out, "extern \"C\" __global__ void {bounds}{ENTRY}({params}");
+    let entry = entry_name(&kernel.name);
+    let _ = write!(out, "extern \"C\" __global__ void {bounds}{entry}({params}");
     out.push_str(") {\n");
     let _ = writeln!(out, "  // parameters: {}", param_summary(kernel));
 
