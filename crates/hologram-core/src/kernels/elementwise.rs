@@ -300,9 +300,65 @@ impl Gen<'_> {
     }
 }
 
+/// A kernel name that says what the expression does (`ew_add_relu_mul`), for profiles.
+fn name_of(spec: &Spec<'_>, needed: &[bool]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for (i, (node, _)) in spec.graph.nodes.iter().enumerate() {
+        if !needed[i] {
+            continue;
+        }
+        let part = match node {
+            Node::Unary(f, _) => format!("{f:?}"),
+            Node::Binary(f, _, _) => format!("{f:?}"),
+            Node::Compare(c, _, _) => c.name().to_string(),
+            Node::Where(..) => "where".into(),
+            Node::Cast(_) => "cast".into(),
+            Node::Random { .. } => "rand".into(),
+            Node::Index => "index".into(),
+            Node::Input(_) | Node::Scalar(_) => continue,
+        };
+        parts.push(part.to_ascii_lowercase());
+    }
+    if parts.is_empty() {
+        parts.push("copy".into());
+    }
+    let mut name = String::from("ew");
+    for p in parts {
+        if name.len() + p.len() > 48 {
+            name.push_str("_etc");
+            break;
+        }
+        name.push('_');
+        name.push_str(&p);
+    }
+    name
+}
+
+/// The nodes the root depends on.
+fn needed_nodes(spec: &Spec<'_>) -> Vec<bool> {
+    let mut needed = vec![false; spec.graph.nodes.len()];
+    needed[spec.root as usize] = true;
+    for i in (0..spec.graph.nodes.len()).rev() {
+        if !needed[i] {
+            continue;
+        }
+        let deps: Vec<NodeId> = match &spec.graph.nodes[i].0 {
+            Node::Unary(_, a) | Node::Cast(a) => vec![*a],
+            Node::Binary(_, a, b) | Node::Compare(_, a, b) => vec![*a, *b],
+            Node::Where(c, a, b) => vec![*c, *a, *b],
+            _ => vec![],
+        };
+        for d in deps {
+            needed[d as usize] = true;
+        }
+    }
+    needed
+}
+
 /// The kernel for a spec, as IR.
 pub(crate) fn program(spec: &Spec<'_>) -> Program {
-    let mut b = ProgramBuilder::new("elementwise");
+    let needed = needed_nodes(spec);
+    let mut b = ProgramBuilder::new(name_of(spec, &needed));
     let strided =
         spec.inputs.iter().any(|(_, a)| *a == Access::Strided) || spec.out.1 == Access::Strided;
     for (k, (dt, access)) in spec.inputs.iter().enumerate() {
@@ -348,22 +404,6 @@ pub(crate) fn program(spec: &Spec<'_>) -> Program {
     }
     let mut g = Gen { spec, b, tmp: 0 };
     // Nodes reachable from the root, in order.
-    let mut needed = vec![false; spec.graph.nodes.len()];
-    needed[spec.root as usize] = true;
-    for i in (0..spec.graph.nodes.len()).rev() {
-        if !needed[i] {
-            continue;
-        }
-        let deps: Vec<NodeId> = match &spec.graph.nodes[i].0 {
-            Node::Unary(_, a) | Node::Cast(a) => vec![*a],
-            Node::Binary(_, a, b) | Node::Compare(_, a, b) => vec![*a, *b],
-            Node::Where(c, a, b) => vec![*c, *a, *b],
-            _ => vec![],
-        };
-        for d in deps {
-            needed[d as usize] = true;
-        }
-    }
     for (i, &need) in needed.iter().enumerate() {
         if need {
             g.node(i as NodeId);
