@@ -84,15 +84,17 @@ def _decompositions():
         aten._native_batch_norm_legit_no_training, aten.native_batch_norm,
         aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward,
         aten.embedding, aten._adaptive_avg_pool2d, aten.mean.dim, aten.var_mean.correction,
-        aten.native_dropout, aten._softmax_backward_data,
-        aten._log_softmax_backward_data, aten.gelu_backward, aten.native_layer_norm_backward,
+        aten.native_dropout, aten.native_layer_norm_backward,
         aten.embedding_dense_backward, aten.hardswish, aten.hardswish_backward,
         aten.hardsigmoid, aten.hardsigmoid_backward,
     ]))
     # Attention as matrix products and a softmax (the fused kernels of each torch backend are
     # not ATen-level ops Hologram could run).
     table[aten.scaled_dot_product_attention.default] = _sdpa
-    table.pop(aten.embedding.default, None)  # a gather, which Hologram runs directly
+    # Ops Hologram runs as fused kernels rather than as their decompositions.
+    for op in (aten.embedding.default, aten._softmax_backward_data.default,
+               aten._log_softmax_backward_data.default, aten.gelu_backward.default):
+        table.pop(op, None)
     return table
 
 
@@ -110,17 +112,17 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, e
     return torch.matmul(torch.softmax(s, dim=-1), v)
 
 
-def _strip_alias(n):
-    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in (aten.alias.default, aten.detach.default):
+def _view_base(n):
+    """The node a chain of view ops starts from (``n`` itself when it is no view)."""
+    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
         n = n.args[0]
     return n
 
 
 def _view_of_input(n):
     """True when node ``n`` is a chain of view ops over a graph input."""
-    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
-        n = n.args[0]
-    return isinstance(n, torch.fx.Node) and n.op == "placeholder"
+    b = _view_base(n)
+    return isinstance(b, torch.fx.Node) and b.op == "placeholder"
 
 
 class _Graph:
@@ -194,9 +196,11 @@ class _Plan:
         pos = {n: i for i, n in enumerate(graph.placeholders)}
         # Values the plan computes: every output that is not an input or a view of one.
         planned: dict = {}
+        # An output that is a view of a computed value: the plan returns the value, torch makes
+        # the view (no copy kernel for permuted or reshaped outputs).
         for o in graph.outs:
             if isinstance(o, torch.fx.Node) and not _view_of_input(o):
-                planned.setdefault(_strip_alias(o), len(planned))
+                planned.setdefault(_view_base(o), len(planned))
         used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
         inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
         hg_inputs = import_batch([args[i] for i in inputs], ex)
@@ -243,14 +247,14 @@ class _Plan:
         for n, a in zip(self.graph.placeholders, args):
             env[n] = a
         torch_outs = export_batch(outs, self.device, self.executor)
+        for node, i in self.planned.items():
+            env[node] = torch_outs[i]
         results = []
         for o in self.graph.outs:
             if o is None or not isinstance(o, torch.fx.Node):
                 results.append(o)
-            elif _view_of_input(o):
-                results.append(_torch_view(o, env))
             else:
-                results.append(torch_outs[self.planned[_strip_alias(o)]])
+                results.append(_torch_view(o, env))
         return results
 
 

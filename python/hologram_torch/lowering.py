@@ -447,6 +447,23 @@ def _log_softmax(x, dim, half_to_float=False):
     return x.log_softmax(dim)
 
 
+@_reg(aten._softmax_backward_data.default)
+def _softmax_backward(grad, out, dim, input_dtype):
+    return hg.Tensor._wrap(out._t.softmax_backward(grad._t, int(dim), False))
+
+
+@_reg(aten._log_softmax_backward_data.default)
+def _log_softmax_backward(grad, out, dim, input_dtype):
+    return hg.Tensor._wrap(out._t.softmax_backward(grad._t, int(dim), True))
+
+
+@_reg(aten.gelu_backward.default)
+def _gelu_backward(grad, x, approximate="none"):
+    if approximate != "none":
+        raise NoLowering("the backward of tanh-approximated GELU")
+    return hg.Tensor._wrap(x._t.activation_backward("gelu", grad._t))
+
+
 @_reg(aten.native_layer_norm.default)
 def _layer_norm(x, normalized_shape, weight, bias, eps):
     axes = list(range(x.ndim - len(normalized_shape), x.ndim))
