@@ -33,7 +33,18 @@ class Plan:
         """Replays the plan on ``inputs``; returns fresh output tensors."""
         return [Tensor._wrap(t) for t in self._p.run([x._t for x in inputs])]
 
-    run = __call__
+    def run(self, inputs: Sequence[Tensor], alias: Sequence[bool] | None = None) -> list[Tensor]:
+        """Replays the plan; outputs whose ``alias[i]`` is true are views of the plan's own
+        buffers (no copy), valid until the next replay, which is refused while one is held."""
+        return [Tensor._wrap(t) for t in self._p.run([x._t for x in inputs], None if alias is None else list(alias))]
+
+    def accepts(self, inputs: Sequence[Tensor]) -> bool:
+        """True when ``inputs`` can be replayed (shapes, dtypes, and in-place inputs)."""
+        return self._p.accepts([x._t for x in inputs])
+
+    def outputs_free(self) -> bool:
+        """True when no tensor outside the plan holds one of its output buffers."""
+        return self._p.outputs_free()
 
     @property
     def stats(self) -> dict:

@@ -28,6 +28,8 @@ import torch
 import hologram as hg
 
 from . import lowering
+from hologram import _native
+
 from ._bridge import default_executor, export_batch, import_batch
 
 log = logging.getLogger("hologram_torch.compile")
@@ -137,6 +139,8 @@ class _Graph:
         outs = self.output.args[0]
         self.outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         self.plans: dict = {}
+        # Outputs the caller sees (the rest of a forward graph's outputs are saved for backward).
+        self.user_outputs = len(self.outs) if kind != "forward" else _forward_returns(len(self.outs))
         missing = [n for n in self.nodes if n.op == "call_function" and lowering.lookup(n.target) is None]
         missing += [n for n in self.nodes if n.op in ("call_method", "call_module")]
         self.eager_reason = None
@@ -163,53 +167,79 @@ class _Graph:
         if self.eager_reason is not None:
             return self.gm(*args)
         key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("v", a) for a in args)
-        entry = self.plans.get(key)
-        if entry is None:
-            try:
-                entry, results = _Plan.record(self, args)
-            except lowering.NoLowering as e:
-                self._fall_back([self.output], str(e))
-                return self.gm(*args)
-            self.plans[key] = entry
-            _STATS["plans"] += 1
-            return results
-        _STATS["replays"] += 1
-        return entry.run(args)
+        group = self.plans.get(key)
+        if group is None:
+            group = self.plans[key] = _Signature(self, args)
+        try:
+            return group(args)
+        except lowering.NoLowering as e:
+            del self.plans[key]
+            self._fall_back([self.output], str(e))
+            return self.gm(*args)
 
 
-class _Plan:
-    """A recorded plan of a graph for one input signature, with how its outputs map back."""
+# Plan instances kept per input signature: a new one is recorded while the others' output
+# buffers are still in use (two forward passes before one backward pass, gradients kept).
+_MAX_INSTANCES = 4
+# Device addresses of plan output buffers handed to torch as views: when such a tensor comes
+# back as an input of another plan (a saved activation of the forward graph, read by the
+# backward graph), it is read in place.
+_PLAN_BUFFERS: set = set()
 
-    def __init__(self, graph, plan, inputs, planned, device, executor):
-        self.executor = executor
+
+class _Signature:
+    """The plans of one graph for one input signature, and how their outputs map back."""
+
+    def __init__(self, graph: _Graph, args):
         self.graph = graph
-        self.plan = plan
-        self.inputs = inputs          # placeholder positions that feed the plan
-        self.planned = planned        # output node -> index among the plan's outputs
-        self.device = device
-
-    @staticmethod
-    def record(graph: _Graph, args):
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-        ex = default_executor(device)
-        lowering.CTX.executor = ex
+        self.device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        self.executor = default_executor(self.device)
         pos = {n: i for i, n in enumerate(graph.placeholders)}
-        # Values the plan computes: every output that is not an input or a view of one.
+        self.pos = pos
+        # Values the plan computes: every output that is not an input or a view of one. An
+        # output that is a view of a computed value: the plan returns the value, torch makes the
+        # view (no copy kernel for permuted or reshaped outputs).
         planned: dict = {}
-        # An output that is a view of a computed value: the plan returns the value, torch makes
-        # the view (no copy kernel for permuted or reshaped outputs).
         for o in graph.outs:
             if isinstance(o, torch.fx.Node) and not _view_of_input(o):
                 planned.setdefault(_view_base(o), len(planned))
+        self.planned = planned
         used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
-        inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
-        hg_inputs = import_batch([args[i] for i in inputs], ex)
-        if not hg_inputs:
-            hg_inputs = [hg.zeros((1,), device=ex)]
+        self.inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
+        # Outputs returned as views of the plan's buffers: what only the backward graph reads
+        # (saved activations) and gradients; values the user sees are copies.
+        visible = set()
+        for o in graph.outs[:graph.user_outputs]:
+            if isinstance(o, torch.fx.Node) and o in planned or _view_base(o) in planned:
+                visible.add(_view_base(o))
+        self.alias = [node not in visible for node in planned]
+        self.instances: list = []
 
-        def run(*xs):
+    def __call__(self, args):
+        ex = self.executor
+        xs = import_batch([args[i] for i in self.inputs], ex) or [hg.zeros((1,), device=ex)]
+        for plan in self.instances:
+            if plan.accepts(xs) and plan.outputs_free():
+                _STATS["replays"] += 1
+                return self._results(args, plan.run(xs, self.alias))
+        if len(self.instances) < _MAX_INSTANCES:
+            plan, first = self._record(args, xs)
+            self.instances.append(plan)
+            _STATS["plans"] += 1
+            return self._results(args, first)
+        # Every instance is busy: record one more for this call only, with copied outputs.
+        plan, first = self._record(args, xs, alias=False)
+        _STATS["plans"] += 1
+        return self._results(args, first)
+
+    def _record(self, args, xs, alias=True):
+        graph, pos, planned = self.graph, self.pos, self.planned
+        lowering.CTX.executor = self.executor
+        direct = [_in_place(args[i]) for i in self.inputs] if self.inputs else [False]
+
+        def run(*hx):
             env = {}
-            feed = dict(zip(inputs, xs))
+            feed = dict(zip(self.inputs, hx))
             for n in graph.nodes:
                 if n.op == "placeholder":
                     i = pos[n]
@@ -228,17 +258,17 @@ class _Plan:
                 out[i] = v
             return out
 
+        rec = _native.Recording(self.executor._e, [x._t for x in xs], direct)
         try:
-            plan, first = hg.record(run, *hg_inputs)
+            outs = run(*[hg.Tensor._wrap(t) for t in rec.inputs()])
+            native, first = rec.finish([o._t for o in outs], self.alias if alias else None)
         except hg.HologramError as e:
+            rec.abort()
             raise lowering.NoLowering(f"{type(e).__name__}: {e}") from None
-        entry = _Plan(graph, plan, inputs, planned, device, ex)
-        return entry, entry._results(args, first)
-
-    def run(self, args):
-        ex = self.executor
-        xs = import_batch([args[i] for i in self.inputs], ex) or [hg.zeros((1,), device=ex)]
-        return self._results(args, self.plan(*xs))
+        except BaseException:
+            rec.abort()
+            raise
+        return hg.Plan(native), [hg.Tensor._wrap(t) for t in first]
 
     def _results(self, args, outs):
         """The graph's outputs: plan results as torch tensors, inputs and views of them from
@@ -248,7 +278,10 @@ class _Plan:
             env[n] = a
         torch_outs = export_batch(outs, self.device, self.executor)
         for node, i in self.planned.items():
-            env[node] = torch_outs[i]
+            t = torch_outs[i]
+            if self.alias[i]:
+                _PLAN_BUFFERS.add(t.data_ptr())
+            env[node] = t
         results = []
         for o in self.graph.outs:
             if o is None or not isinstance(o, torch.fx.Node):
@@ -258,6 +291,11 @@ class _Plan:
         return results
 
 
+def _in_place(x) -> bool:
+    """Inputs read where they are: parameters, and plan outputs handed to torch as views."""
+    return isinstance(x, torch.nn.Parameter) or x.data_ptr() in _PLAN_BUFFERS
+
+
 def _torch_view(n, env):
     if n in env:
         return env[n]
@@ -265,6 +303,15 @@ def _torch_view(n, env):
     rest = torch.fx.node.map_arg(n.args[1:], lambda m: env[m])
     env[n] = n.target(base, *rest, **n.kwargs)
     return env[n]
+
+
+def _forward_returns(n_outs: int) -> int:
+    """How many of the forward graph's outputs the caller sees (AOTAutograd's metadata)."""
+    try:
+        ctx = torch._guards.TracingContext.try_get()
+        return int(ctx.fw_metadata.num_forward_returns)
+    except Exception:  # noqa: BLE001 - without the metadata, treat every output as visible
+        return n_outs
 
 
 def _compiler(kind):

@@ -82,6 +82,11 @@ pub(crate) struct Inner {
     recorder: Mutex<Option<Recorder>>,
     /// Whether `recorder` is set (checked without locking on every launch).
     recording: std::sync::atomic::AtomicBool,
+    /// Plan output buffers handed out as views, by the address of their first element: when
+    /// one comes back as another plan's input (through DLPack, as another library's tensor),
+    /// that plan reads the buffer itself, not the import.
+    plan_buffers:
+        Mutex<HashMap<u64, (std::sync::Weak<dyn hologram_backends::DeviceMemory>, usize)>>,
 }
 
 /// Runs kernels on one backend. Cheap to clone (clones share the backend, allocator and cache).
@@ -119,6 +124,7 @@ impl Executor {
                 launches: std::sync::atomic::AtomicU64::new(0),
                 recorder: Mutex::new(None),
                 recording: std::sync::atomic::AtomicBool::new(false),
+                plan_buffers: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -281,6 +287,33 @@ impl Executor {
             len,
         });
         Ok(())
+    }
+
+    /// Remembers a plan output buffer (`memory` at byte `offset`) handed out as a view.
+    pub(crate) fn register_plan_buffer(
+        &self,
+        address: u64,
+        memory: &hologram_backends::Memory,
+        offset: usize,
+    ) {
+        let mut map = self
+            .inner
+            .plan_buffers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, (m, _)| m.strong_count() > 0);
+        map.insert(address, (Arc::downgrade(memory), offset));
+    }
+
+    /// The plan output buffer whose first element is at `address`, if one is.
+    pub(crate) fn plan_buffer(&self, address: u64) -> Option<(hologram_backends::Memory, usize)> {
+        let map = self
+            .inner
+            .plan_buffers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let (m, off) = map.get(&address)?;
+        Some((m.upgrade()?, *off))
     }
 
     /// True when this thread is recording a plan on this executor.

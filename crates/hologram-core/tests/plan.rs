@@ -193,3 +193,40 @@ fn outputs_may_be_inputs_and_views() {
         assert_eq!(bits(&out[0]), before);
     }
 }
+
+#[test]
+fn inputs_read_in_place_and_outputs_as_views() {
+    for exec in common::executors() {
+        let w = tensor(&exec, &[4, 4], 1);
+        let x = tensor(&exec, &[2, 4], 2);
+        let f = |t: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![t[0].matmul(&t[1])?.relu()?]) };
+        let rec = Recording::begin_bound(&exec, &[x.clone(), w.clone()], &[false, true]).unwrap();
+        let out = f(rec.inputs()).unwrap();
+        let (plan, first) = rec.finish_with(&out, &[true]).unwrap();
+        assert_eq!(
+            bits(&first[0]),
+            bits(&f(&[x.clone(), w.clone()]).unwrap()[0])
+        );
+        // The aliased output is still held: a replay would overwrite it, so it is refused.
+        assert!(!plan.outputs_free());
+        assert!(plan.run_with(&[x.clone(), w.clone()], &[true]).is_err());
+        drop(first);
+        assert!(plan.outputs_free());
+        // The in-place input is read where it is: a change to it is seen without a copy.
+        w.write_bytes(&tensor(&exec, &[4, 4], 7).to_bytes().unwrap())
+            .unwrap();
+        let y = tensor(&exec, &[2, 4], 3);
+        let got = plan.run_with(&[y.clone(), w.clone()], &[true]).unwrap();
+        assert_eq!(
+            bits(&got[0]),
+            bits(&f(&[y.clone(), w.clone()]).unwrap()[0]),
+            "{exec:?}"
+        );
+        drop(got);
+        // Another tensor with the same shape is not the recorded one.
+        let other = tensor(&exec, &[4, 4], 1);
+        assert!(!plan.accepts(&[y.clone(), other.clone()]));
+        assert!(plan.accepts(&[y.clone(), w.clone()]));
+        assert!(plan.run(&[y, other]).is_err());
+    }
+}

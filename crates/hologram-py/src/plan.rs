@@ -28,10 +28,18 @@ pub struct PyRecording {
 #[pymethods]
 impl PyRecording {
     /// Starts recording on the executor of `inputs` (whose values the recording run uses).
+    /// Inputs whose `direct[i]` is true are read where they are (no copy on replay); every
+    /// replay must then pass the same tensors (parameters, another plan's outputs).
     #[new]
-    fn new(exec: &crate::executor::PyExecutor, inputs: Vec<PyRef<'_, PyTensor>>) -> PyRes<Self> {
+    #[pyo3(signature = (exec, inputs, direct = None))]
+    fn new(
+        exec: &crate::executor::PyExecutor,
+        inputs: Vec<PyRef<'_, PyTensor>>,
+        direct: Option<Vec<bool>>,
+    ) -> PyRes<Self> {
+        let direct = direct.unwrap_or_default();
         Ok(PyRecording {
-            rec: Some(Recording::begin(&exec.e, &tensors(&inputs)).py()?),
+            rec: Some(Recording::begin_bound(&exec.e, &tensors(&inputs), &direct).py()?),
         })
     }
 
@@ -41,10 +49,17 @@ impl PyRecording {
         Ok(wrap_all(rec.inputs().to_vec()))
     }
 
-    /// Ends the recording with the results; returns the plan and copies of the results.
-    fn finish(&mut self, outputs: Vec<PyRef<'_, PyTensor>>) -> PyRes<(PyPlan, Vec<PyTensor>)> {
+    /// Ends the recording with the results; returns the plan and the results: copies, or views
+    /// of the plan's buffers where `alias[i]` (valid until the next replay).
+    #[pyo3(signature = (outputs, alias = None))]
+    fn finish(
+        &mut self,
+        outputs: Vec<PyRef<'_, PyTensor>>,
+        alias: Option<Vec<bool>>,
+    ) -> PyRes<(PyPlan, Vec<PyTensor>)> {
         let rec = self.rec.take().ok_or_else(finished)?;
-        let (plan, first) = rec.finish(&tensors(&outputs)).py()?;
+        let alias = alias.unwrap_or_default();
+        let (plan, first) = rec.finish_with(&tensors(&outputs), &alias).py()?;
         Ok((PyPlan { plan }, wrap_all(first)))
     }
 
@@ -80,10 +95,28 @@ fn stats_dict<'py>(py: Python<'py>, s: &PlanStats) -> PyResult<Bound<'py, PyDict
 
 #[pymethods]
 impl PyPlan {
-    /// Replays the plan on `inputs`; returns fresh output tensors.
-    fn run(&self, py: Python<'_>, inputs: Vec<PyRef<'_, PyTensor>>) -> PyRes<Vec<PyTensor>> {
+    /// Replays the plan on `inputs`; returns fresh output tensors, or views of the plan's
+    /// buffers where `alias[i]` (valid until the next replay).
+    #[pyo3(signature = (inputs, alias = None))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        inputs: Vec<PyRef<'_, PyTensor>>,
+        alias: Option<Vec<bool>>,
+    ) -> PyRes<Vec<PyTensor>> {
         let inputs = tensors(&inputs);
-        Ok(wrap_all(nogil(py, || self.plan.run(&inputs))?))
+        let alias = alias.unwrap_or_default();
+        Ok(wrap_all(nogil(py, || self.plan.run_with(&inputs, &alias))?))
+    }
+
+    /// True when `inputs` can be replayed (shapes, dtypes, and in-place inputs where recorded).
+    fn accepts(&self, inputs: Vec<PyRef<'_, PyTensor>>) -> bool {
+        self.plan.accepts(&tensors(&inputs))
+    }
+
+    /// True when no outside tensor holds one of the plan's output buffers.
+    fn outputs_free(&self) -> bool {
+        self.plan.outputs_free()
     }
 
     /// Counters: steps, launches, gemms, copies, peak_bytes, constant_bytes, captured, replays.

@@ -27,6 +27,8 @@
 //! # Ok::<(), hologram_core::Error>(())
 //! ```
 
+mod binding;
+mod recording;
 pub(crate) mod step;
 
 use std::sync::{Arc, Mutex};
@@ -38,8 +40,10 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::storage::Storage;
-use crate::tensor::{Source, Tensor};
+use crate::tensor::Tensor;
 
+use binding::{bind, Input, Slot};
+pub use recording::Recording;
 use step::Step;
 
 /// What a plan holds and has done.
@@ -82,140 +86,6 @@ impl TensorSpec {
     }
 }
 
-/// A stored, contiguous buffer of a plan: an input slot or an output.
-struct Slot {
-    storage: Arc<Storage>,
-    /// Byte offset of the first element.
-    offset: usize,
-    spec: TensorSpec,
-}
-
-impl Slot {
-    fn bytes(&self) -> usize {
-        self.spec.shape.iter().product::<usize>() * self.spec.dtype.size()
-    }
-}
-
-/// A plan being recorded: the function's inputs are [`Recording::inputs`]; every device op the
-/// recording thread queues on the executor until [`Recording::finish`] becomes part of the plan.
-/// Dropping it unfinished stops the recording.
-pub struct Recording {
-    exec: Executor,
-    arena: Arc<Arena>,
-    inputs: Vec<Tensor>,
-    slots: Vec<Slot>,
-    done: bool,
-}
-
-impl Recording {
-    /// Starts recording a plan on `exec` whose inputs look like `inputs`; their values become
-    /// the recording's inputs (copied into the plan's input buffers).
-    pub fn begin(exec: &Executor, inputs: &[Tensor]) -> Result<Recording> {
-        let arena = Arc::new(Arena::new(exec.backend().clone()));
-        exec.allocate_in(Some(arena.clone()));
-        let bound = Self::input_slots(exec, inputs);
-        exec.allocate_in(None);
-        let (tensors, slots) = bound?;
-        exec.begin_recording(arena.clone())?;
-        Ok(Recording {
-            exec: exec.clone(),
-            arena,
-            inputs: tensors,
-            slots,
-            done: false,
-        })
-    }
-
-    fn input_slots(exec: &Executor, inputs: &[Tensor]) -> Result<(Vec<Tensor>, Vec<Slot>)> {
-        let mut tensors = Vec::with_capacity(inputs.len());
-        let mut slots = Vec::with_capacity(inputs.len());
-        for x in inputs {
-            if !x.executor().same_as(exec) {
-                return Err(Error::DeviceMismatch(
-                    "a plan's inputs must be on the executor it is recorded on".into(),
-                ));
-            }
-            let t = Tensor::uninit(exec, x.shape(), x.dtype())?;
-            bind(x, &t)?;
-            let (storage, layout) = t.storage()?;
-            slots.push(Slot {
-                storage,
-                offset: layout.offset * x.dtype().size(),
-                spec: TensorSpec::of(x),
-            });
-            tensors.push(t);
-        }
-        Ok((tensors, slots))
-    }
-
-    /// The inputs to compute with: tensors in the plan's input buffers.
-    pub fn inputs(&self) -> &[Tensor] {
-        &self.inputs
-    }
-
-    /// Ends the recording with the function's results and returns the plan and fresh copies of
-    /// the results. The results are realized (and made contiguous) as part of the plan.
-    pub fn finish(mut self, outputs: &[Tensor]) -> Result<(Plan, Vec<Tensor>)> {
-        let mut out_slots = Vec::with_capacity(outputs.len());
-        for o in outputs {
-            let c = o.contiguous()?;
-            let (storage, layout) = c.storage()?;
-            out_slots.push(Slot {
-                storage,
-                offset: layout.offset * c.dtype().size(),
-                spec: TensorSpec::of(&c),
-            });
-        }
-        self.done = true;
-        let steps = self.exec.end_recording();
-        let plan = Plan::build(
-            &self.exec,
-            std::mem::take(&mut self.slots),
-            out_slots,
-            steps,
-            self.arena.clone(),
-        )?;
-        let first = plan.collect_outputs()?;
-        Ok((plan, first))
-    }
-}
-
-impl Drop for Recording {
-    fn drop(&mut self) {
-        if !self.done {
-            self.exec.end_recording();
-        }
-    }
-}
-
-/// Copies `x` into the contiguous stored tensor `slot` (same shape and dtype): one device copy
-/// when `x` is stored contiguously, else a copy kernel.
-fn bind(x: &Tensor, slot: &Tensor) -> Result<()> {
-    if x.shape() != slot.shape() || x.dtype() != slot.dtype() {
-        return Err(Error::ShapeMismatch(format!(
-            "a plan input of {} {:?} was given a {} {:?} tensor",
-            slot.dtype(),
-            slot.shape(),
-            x.dtype(),
-            x.shape()
-        )));
-    }
-    match &x.src {
-        Source::Stored(s) if x.is_contiguous() => {
-            let (dst, layout) = slot.storage()?;
-            let size = x.dtype().size();
-            x.exec.copy_device(
-                s.memory(),
-                x.layout.offset * size,
-                dst.memory(),
-                layout.offset * size,
-                x.numel() * size,
-            )
-        }
-        _ => x.copy_into(slot),
-    }
-}
-
 struct PlanState {
     replays: u64,
     /// With `HOLOGRAM_PLAN_PROFILE=1`: seconds and counts per step kind, printed when the plan
@@ -226,8 +96,11 @@ struct PlanState {
 /// A recorded function of tensors, replayed by [`Plan::run`]. See the [module](self) docs.
 pub struct Plan {
     exec: Executor,
-    inputs: Vec<Slot>,
+    inputs: Vec<Input>,
     outputs: Vec<Slot>,
+    /// How many of the plan's own buffers (input slots and outputs) share each output's
+    /// storage: the output is free to overwrite when nothing else holds it.
+    own_refs: Vec<usize>,
     steps: Vec<Step>,
     graph: Option<Box<dyn Replay>>,
     /// Device memory for the values; kept alive with the plan.
@@ -256,9 +129,9 @@ impl Plan {
         rec.finish(&outputs)
     }
 
-    fn build(
+    pub(crate) fn build(
         exec: &Executor,
-        inputs: Vec<Slot>,
+        inputs: Vec<Input>,
         outputs: Vec<Slot>,
         mut steps: Vec<Step>,
         arena: Arc<Arena>,
@@ -305,10 +178,22 @@ impl Plan {
             backend.capture(&mut || steps.iter().try_for_each(|s| s.run(backend.as_ref())))?
         };
         stats.captured = graph.is_some();
+        let own_refs = outputs
+            .iter()
+            .map(|o| {
+                let same = |s: &Arc<Storage>| Arc::ptr_eq(s, &o.storage);
+                outputs.iter().filter(|p| same(&p.storage)).count()
+                    + inputs
+                        .iter()
+                        .filter(|i| matches!(i, Input::Slot(s) if same(&s.storage)))
+                        .count()
+            })
+            .collect();
         Ok(Plan {
             exec: exec.clone(),
             inputs,
             outputs,
+            own_refs,
             steps,
             graph,
             arena,
@@ -348,7 +233,26 @@ impl Plan {
 
     /// What each input must be.
     pub fn input_specs(&self) -> Vec<TensorSpec> {
-        self.inputs.iter().map(|s| s.spec.clone()).collect()
+        self.inputs.iter().map(|s| s.spec().clone()).collect()
+    }
+
+    /// True when `inputs` can be this plan's inputs: their shapes and dtypes match, and inputs
+    /// read in place (see [`Recording::begin_bound`]) are the recorded tensors.
+    pub fn accepts(&self, inputs: &[Tensor]) -> bool {
+        inputs.len() == self.inputs.len()
+            && inputs
+                .iter()
+                .zip(&self.inputs)
+                .all(|(x, i)| x.executor().same_as(&self.exec) && i.accepts(x))
+    }
+
+    /// True when no tensor outside the plan holds one of its output buffers (returned as views
+    /// by [`Plan::run_with`]), so a replay may overwrite them.
+    pub fn outputs_free(&self) -> bool {
+        self.outputs
+            .iter()
+            .zip(&self.own_refs)
+            .all(|(o, &own)| Arc::strong_count(&o.storage) <= own)
     }
 
     /// What the outputs are.
@@ -367,6 +271,15 @@ impl Plan {
     /// Runs the plan on new inputs (same shapes and dtypes as the recording's) and returns fresh
     /// output tensors. Replays of one plan run one at a time.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.run_with(inputs, &[])
+    }
+
+    /// Like [`Plan::run`]; the outputs whose `alias[i]` is true are returned as views of the
+    /// plan's own output buffers, without a copy. Such a view holds the values of this replay
+    /// only until the next one: replay again only when [`Plan::outputs_free`] says nothing
+    /// holds them any more, or the next replay overwrites them (this is checked: a replay while
+    /// an aliased output is held is an error).
+    pub fn run_with(&self, inputs: &[Tensor], alias: &[bool]) -> Result<Vec<Tensor>> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::LengthMismatch(format!(
                 "the plan takes {} inputs, {} were given",
@@ -375,19 +288,30 @@ impl Plan {
             )));
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        for (x, slot) in inputs.iter().zip(&self.inputs) {
+        if !self.outputs_free() {
+            return Err(Error::InvalidArgument(
+                "a plan output from an earlier replay is still in use as a view of the plan's \
+                 buffers; drop it (or copy it) before replaying"
+                    .into(),
+            ));
+        }
+        for (i, (x, input)) in inputs.iter().zip(&self.inputs).enumerate() {
             if !x.executor().same_as(&self.exec) {
                 return Err(Error::DeviceMismatch(
                     "a plan's inputs must be on the executor it was recorded on".into(),
                 ));
             }
-            let t = Tensor::stored(
-                &self.exec,
-                slot.spec.dtype,
-                crate::tensor::Layout::contiguous(&slot.spec.shape),
-                slot.storage.clone(),
-            );
-            bind(x, &t)?;
+            match input {
+                Input::Slot(slot) => bind(x, &slot.tensor(&self.exec))?,
+                Input::Direct { .. } if input.accepts(x) => {}
+                Input::Direct { .. } => {
+                    return Err(Error::InvalidArgument(format!(
+                        "plan input {i} is read where it was recorded, and this call gives \
+                         another tensor (a different buffer, offset or layout): record a plan \
+                         for it"
+                    )))
+                }
+            }
         }
         // A recording in progress on this thread records the replayed work step by step (a plan
         // used inside another plan); otherwise the captured graph, if any, runs it.
@@ -430,14 +354,23 @@ impl Plan {
             }
         }
         state.replays += 1;
-        self.collect_outputs()
+        drop(state);
+        self.outputs(alias)
     }
 
-    /// Fresh tensors holding copies of the output buffers.
-    fn collect_outputs(&self) -> Result<Vec<Tensor>> {
+    /// The outputs: views of the plan's buffers where `alias[i]`, else fresh copies.
+    fn outputs(&self, alias: &[bool]) -> Result<Vec<Tensor>> {
         self.outputs
             .iter()
-            .map(|slot| {
+            .enumerate()
+            .map(|(i, slot)| {
+                if alias.get(i).copied().unwrap_or(false) {
+                    let t = slot.tensor(&self.exec);
+                    let m = slot.storage.memory();
+                    let address = binding::address_of(m) + slot.offset as u64;
+                    self.exec.register_plan_buffer(address, m, slot.offset);
+                    return Ok(t);
+                }
                 let t = Tensor::uninit(&self.exec, &slot.spec.shape, slot.spec.dtype)?;
                 let (dst, layout) = t.storage()?;
                 self.exec.copy_device(
