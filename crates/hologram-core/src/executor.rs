@@ -70,6 +70,9 @@ impl std::fmt::Display for ExecutorStats {
     }
 }
 
+/// A plan output buffer handed out as a view: its memory and the byte offset of the view.
+type PlanBuffer = (std::sync::Weak<dyn hologram_backends::DeviceMemory>, usize);
+
 pub(crate) struct Inner {
     pub backend: Arc<dyn Backend>,
     pub backend_type: BackendType,
@@ -85,8 +88,7 @@ pub(crate) struct Inner {
     /// Plan output buffers handed out as views, by the address of their first element: when
     /// one comes back as another plan's input (through DLPack, as another library's tensor),
     /// that plan reads the buffer itself, not the import.
-    plan_buffers:
-        Mutex<HashMap<u64, (std::sync::Weak<dyn hologram_backends::DeviceMemory>, usize)>>,
+    plan_buffers: Mutex<HashMap<u64, PlanBuffer>>,
 }
 
 /// Runs kernels on one backend. Cheap to clone (clones share the backend, allocator and cache).
