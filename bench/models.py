@@ -129,7 +129,10 @@ def make_case(name, device, small):
 # ----- implementations ---------------------------------------------------------------------------
 
 def implementations(device):
-    impls = {"eager": lambda m: m, "hologram": lambda m: torch.compile(m, backend="hologram")}
+    # hologram: torch.compile(backend="hologram"); hologram-step: the whole training step
+    # (forward, backward, optimizer) as one plan (hologram_torch.compile_step).
+    impls = {"eager": lambda m: m, "hologram": lambda m: torch.compile(m, backend="hologram"),
+             "hologram-step": None}
     if device == "cuda":
         impls["inductor"] = lambda m: torch.compile(m)
         impls["inductor-ro"] = lambda m: torch.compile(m, mode="reduce-overhead")
@@ -153,6 +156,13 @@ def bench_case(name, mode, device, small, only_impls, blocks, per_block):
             continue
         model = copy.deepcopy(base).to(device)
         model.train(train)
+        if impl == "hologram-step":
+            if not train:
+                continue
+            opt = opt_fn(model.parameters())
+            whole = hologram_torch.compile_step(model, loss_fn, opt)
+            runs[impl] = lambda whole=whole: whole(x, y)
+            continue
         fn = wrap(model)
         if train:
             opt = opt_fn(model.parameters())
@@ -205,7 +215,7 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--small", action="store_true", help="small sizes (a smoke test)")
     ap.add_argument("--only", default="", help="comma-separated cases: mlp,mlp_infer64,gpt,resnet18,mobilenet_v3_small,lstm")
-    ap.add_argument("--impls", default="", help="comma-separated implementations (eager, hologram, inductor, inductor-ro)")
+    ap.add_argument("--impls", default="", help="comma-separated implementations (eager, hologram, hologram-step, inductor, inductor-ro)")
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--per-block", type=int, default=10)
     ap.add_argument("--json", default="")

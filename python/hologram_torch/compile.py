@@ -127,6 +127,23 @@ def _view_of_input(n):
     return isinstance(b, torch.fx.Node) and b.op == "placeholder"
 
 
+def interpret(nodes, values: dict) -> dict:
+    """Runs FX ``nodes`` of core ATen ops on Hologram tensors; ``values`` maps the placeholders
+    to their values. Returns every node's value."""
+    env = dict(values)
+    for n in nodes:
+        if n.op == "call_function":
+            fn = lowering.lookup(n.target)
+            if fn is None:
+                raise lowering.NoLowering(f"{n.target}: no Hologram lowering")
+            a = torch.fx.node.map_arg(n.args, lambda m: env[m])
+            k = torch.fx.node.map_arg(n.kwargs, lambda m: env[m])
+            env[n] = fn(*a, **k)
+        elif n.op == "get_attr":
+            raise lowering.NoLowering(f"a get_attr node ({n.target})")
+    return env
+
+
 class _Graph:
     """One FX graph of core ATen ops, run as Hologram plans (one per input signature)."""
 
@@ -238,18 +255,8 @@ class _Signature:
         direct = [_in_place(args[i]) for i in self.inputs] if self.inputs else [False]
 
         def run(*hx):
-            env = {}
             feed = dict(zip(self.inputs, hx))
-            for n in graph.nodes:
-                if n.op == "placeholder":
-                    i = pos[n]
-                    env[n] = feed.get(i, args[i])
-                elif n.op == "call_function":
-                    a = torch.fx.node.map_arg(n.args, lambda m: env[m])
-                    k = torch.fx.node.map_arg(n.kwargs, lambda m: env[m])
-                    env[n] = lowering.lookup(n.target)(*a, **k)
-                elif n.op == "get_attr":
-                    raise lowering.NoLowering(f"a get_attr node ({n.target})")
+            env = interpret(graph.nodes, {n: feed.get(pos[n], args[pos[n]]) for n in graph.placeholders})
             out = [None] * len(planned)
             for node, i in planned.items():
                 v = env[node]

@@ -1,0 +1,223 @@
+"""A whole training step (forward, backward and the optimizer's update of every parameter) as
+one Hologram plan, replayed by one call per step.
+
+    step = hologram_torch.compile_step(model, torch.nn.functional.cross_entropy, optimizer)
+    for x, y in batches:
+        loss = step(x, y)          # parameters and optimizer state updated in place
+
+The step is traced once per input signature with ``torch.func`` into one graph of core ATen
+ops (the same decompositions as the ``torch.compile`` backend), lowered to Hologram tensor ops
+and recorded as a plan. Parameters and optimizer state are read and written where they are (no
+copies); only the batch is copied in and the loss out. On CUDA a step is one CUDA graph launch.
+
+Optimizers: ``torch.optim.SGD`` (momentum, dampening, Nesterov, weight decay, maximize) and
+``torch.optim.Adam`` / ``AdamW`` (weight decay, maximize; not amsgrad), with their hyper-parameters
+read from ``param_groups`` at every step (learning-rate schedulers work). The optimizer's state
+lives in ``optimizer.state`` as torch's own does. Gradients are not stored in ``param.grad``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.func import functional_call, grad_and_value
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import hologram as hg
+from hologram import _native
+
+from . import compile as _compile
+from . import lowering
+from ._bridge import default_executor, export_batch, import_batch
+
+
+class _Optimizer:
+    """The update rule of a torch optimizer as traceable torch ops over (params, grads, state)."""
+
+    def __init__(self, opt: torch.optim.Optimizer):
+        self.opt = opt
+        if isinstance(opt, torch.optim.AdamW):
+            self.kind = "adamw"
+        elif isinstance(opt, torch.optim.Adam):
+            self.kind = "adam"
+        elif isinstance(opt, torch.optim.SGD):
+            self.kind = "sgd"
+        else:
+            raise TypeError(f"compile_step supports SGD, Adam and AdamW, not {type(opt).__name__}")
+        for g in opt.param_groups:
+            if g.get("amsgrad"):
+                raise TypeError("compile_step does not support amsgrad")
+            if g.get("differentiable"):
+                raise TypeError("compile_step does not support differentiable optimizers")
+
+    def group_of(self, p):
+        for g in self.opt.param_groups:
+            if any(q is p for q in g["params"]):
+                return g
+        raise ValueError("a trained parameter is not in the optimizer")
+
+    def state_names(self, group) -> list:
+        if self.kind == "sgd":
+            return ["momentum_buffer"] if group["momentum"] else []
+        return ["exp_avg", "exp_avg_sq"]
+
+    def init_state(self, p) -> list:
+        """The state tensors of ``p`` (created as torch would, zeroed, on first use)."""
+        st = self.opt.state[p]
+        names = self.state_names(self.group_of(p))
+        for n in names:
+            if n not in st:
+                st[n] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if self.kind != "sgd" and "step" not in st:
+            st["step"] = torch.tensor(0.0)
+        return [st[n] for n in names]
+
+    def scalars(self, params) -> list:
+        """Per-parameter scalars of this step (learning rates, bias corrections, first-step
+        flags), as floats; they are inputs of the plan, so they may change every step."""
+        out = []
+        for p in params:
+            g, st = self.group_of(p), self.opt.state[p]
+            if self.kind == "sgd":
+                first = 1.0 if not st.get("_hologram_started") else 0.0
+                out.append([g["lr"], first])
+            else:
+                t = float(st["step"]) + 1.0
+                b1, b2 = g["betas"]
+                out.append([g["lr"], 1.0 - b1 ** t, math.sqrt(1.0 - b2 ** t)])
+        return out
+
+    def advance(self, params):
+        for p in params:
+            st = self.opt.state[p]
+            if self.kind == "sgd":
+                st["_hologram_started"] = True
+            else:
+                st["step"] += 1
+
+    def update(self, p, g, state, sc, group):
+        """New (param, state) after one step, as torch ops."""
+        if group.get("maximize"):
+            g = -g
+        wd = group["weight_decay"]
+        if self.kind == "sgd":
+            lr, first = sc[0], sc[1]
+            if wd:
+                g = g + wd * p
+            new_state = []
+            if group["momentum"]:
+                m, damp = group["momentum"], group["dampening"]
+                buf = first * g + (1.0 - first) * (m * state[0] + (1.0 - damp) * g)
+                new_state = [buf]
+                g = g + m * buf if group["nesterov"] else buf
+            return p - lr * g, new_state
+        lr, bc1, bc2_sqrt = sc[0], sc[1], sc[2]
+        b1, b2 = group["betas"]
+        if self.kind == "adamw":
+            p = p * (1.0 - lr * wd)
+        elif wd:
+            g = g + wd * p
+        m = b1 * state[0] + (1.0 - b1) * g
+        v = b2 * state[1] + (1.0 - b2) * g * g
+        denom = v.sqrt() / bc2_sqrt + group["eps"]
+        return p - (lr / bc1) * m / denom, [m, v]
+
+
+class TrainStep:
+    """One training step as a Hologram plan; see :func:`compile_step`."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn, optimizer: torch.optim.Optimizer):
+        self.model, self.loss_fn = model, loss_fn
+        self.opt = _Optimizer(optimizer)
+        self.plans: dict = {}
+
+    def _params(self):
+        return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+
+    def __call__(self, *batch):
+        named = self._params()
+        params = [p for _, p in named]
+        state = [self.opt.init_state(p) for p in params]
+        scalars = self.opt.scalars(params)
+        device = params[0].device
+        ex = default_executor(device)
+        sc = torch.tensor([v for row in scalars for v in row], dtype=torch.float32, device=device)
+        flat_state = [s for ss in state for s in ss]
+        # Parameters and state are read in place: a plan is for the buffers they are in.
+        key = tuple((tuple(b.shape), b.dtype) for b in batch) + tuple(
+            (t.data_ptr(), tuple(t.shape)) for t in params + flat_state)
+        entry = self.plans.get(key)
+        if entry is None:
+            entry = self.plans[key] = self._record(named, state, scalars, sc, batch, ex)
+            loss = entry[1]
+        else:
+            plan, _, hg_direct = entry
+            xs = hg_direct + import_batch([sc, *batch], ex)
+            (loss,) = plan.run(xs)
+        self.opt.advance(params)
+        (out,) = export_batch([loss], device, ex)
+        return out
+
+    def _record(self, named, state, scalars, sc, batch, ex):
+        names = [n for n, _ in named]
+        params = [p for _, p in named]
+        buffers = dict(self.model.named_buffers())
+        groups = [self.opt.group_of(p) for p in params]
+        widths = [len(r) for r in scalars]
+        model, loss_fn, opt = self.model, self.loss_fn, self.opt
+
+        def loss_of(pdict, batch):
+            out = functional_call(model, {**pdict, **buffers}, (batch[0],))
+            return loss_fn(out, *batch[1:])
+
+        def step(plist, slist, sc, batch):
+            grads, loss = grad_and_value(loss_of)(dict(zip(names, plist)), batch)
+            new_p, new_s, at = [], [], 0
+            for i, p in enumerate(plist):
+                row = [sc[at + k] for k in range(widths[i])]
+                at += widths[i]
+                np_, ns = opt.update(p, grads[names[i]], slist[i], row, groups[i])
+                new_p.append(np_)
+                new_s.append(ns)
+            return loss, new_p, new_s
+
+        detached = [p.detach() for p in params]
+        # Functionalized: autograd's in-place accumulations become plain ops.
+        traced = torch.func.functionalize(step, remove="mutations")
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's kernels).
+        with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False):
+            gm = make_fx(traced, decomposition_table=_compile._decompositions())(detached, state, sc, list(batch))
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        flat_outs = torch.utils._pytree.tree_leaves(outs)
+        flat_state = [s for ss in state for s in ss]
+        torch_inputs = detached + flat_state + [sc, *batch]
+        n_direct = len(detached) + len(flat_state)
+        hx = import_batch(torch_inputs, ex)
+        lowering.CTX.executor = ex
+        rec = _native.Recording(ex._e, [x._t for x in hx], [True] * n_direct + [False] * (len(hx) - n_direct))
+        try:
+            ins = [hg.Tensor._wrap(t) for t in rec.inputs()]
+            env = _compile.interpret(gm.graph.nodes, dict(zip(placeholders, ins)))
+            values = [env[o] if isinstance(o, torch.fx.Node) else o for o in flat_outs]
+            loss, updates = values[0], values[1:]
+            # Every new value is computed before any is written back: an update must not see
+            # another's new parameter.
+            updates = [u.realize() for u in updates]
+            for dst, new in zip(ins[:n_direct], updates):
+                new._t.copy_into(dst._t)
+            native, first = rec.finish([loss._t])
+        except BaseException:
+            rec.abort()
+            raise
+        return hg.Plan(native), hg.Tensor._wrap(first[0]), hx[:n_direct]
+
+
+def compile_step(model: torch.nn.Module, loss_fn, optimizer: torch.optim.Optimizer) -> TrainStep:
+    """A training step of ``model`` under ``loss_fn(model(x), *targets)`` with ``optimizer``, run
+    as one Hologram plan per input signature: ``step(x, *targets)`` returns the loss and updates
+    the parameters and the optimizer's state in place."""
+    return TrainStep(model, loss_fn, optimizer)
