@@ -188,7 +188,8 @@ class TrainStep:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's kernels).
-        with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False):
+        with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
+                torch.backends.cudnn.flags(enabled=False):
             gm = make_fx(traced, decomposition_table=_compile._decompositions())(detached, state, sc, list(batch))
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]

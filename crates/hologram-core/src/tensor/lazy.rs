@@ -225,13 +225,20 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
     if n == 0 {
         return Ok(());
     }
-    let rank = lazy.shape.len();
+    // Dimensions that every operand walks as one (a broadcast mask over [batch, heads] rows, a
+    // contiguous run) are merged, so kernels compute fewer coordinates per element.
+    let mut layouts: Vec<Layout> = lazy.inputs.iter().map(|i| i.layout.clone()).collect();
+    layouts.push(out.layout.clone());
+    let shape = coalesce(&lazy.shape, &mut layouts);
+    let out_layout = layouts.pop().unwrap_or_else(|| out.layout.clone());
+    let rank = shape.len();
     let inputs: Vec<(DType, Access)> = lazy
         .inputs
         .iter()
-        .map(|i| (i.dtype, Access::of(&i.layout)))
+        .zip(&layouts)
+        .map(|(i, l)| (i.dtype, Access::of(l)))
         .collect();
-    let out_access = match Access::of(&out.layout) {
+    let out_access = match Access::of(&out_layout) {
         Access::Scalar if n > 1 => Access::Strided,
         a => a,
     };
@@ -248,25 +255,61 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
     let kernel = exec.compile(&crate::kernels::generated_kernel(program, map)?)?;
     let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
     let mut args = Vec::new();
-    for (input, (_, access)) in lazy.inputs.iter().zip(&inputs) {
+    for ((input, layout), (_, access)) in lazy.inputs.iter().zip(&layouts).zip(&inputs) {
         args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
         if *access != Access::Dense {
-            args.push(u(input.layout.offset));
+            args.push(u(layout.offset));
         }
         if *access == Access::Strided {
-            args.extend(input.layout.strides.iter().map(|&s| u(s)));
+            args.extend(layout.strides.iter().map(|&s| u(s)));
         }
     }
     args.push(KernelArg::Buffer(out_storage.arg(0, out_storage.bytes)));
     if out_access != Access::Dense {
-        args.push(u(out.layout.offset));
+        args.push(u(out_layout.offset));
     }
     if out_access == Access::Strided {
-        args.extend(out.layout.strides.iter().map(|&s| u(s)));
+        args.extend(out_layout.strides.iter().map(|&s| u(s)));
     }
     args.push(u(n));
     if inputs.iter().any(|(_, a)| *a == Access::Strided) || out_access == Access::Strided {
-        args.extend(lazy.shape.iter().map(|&d| u(d)));
+        args.extend(shape.iter().map(|&d| u(d)));
     }
     exec.launch(&kernel, &LaunchConfig::for_elements(n as u64, 256), &args)
+}
+
+/// Merges neighbouring dimensions of `shape` that every layout walks as one (dimension `d` and
+/// `d + 1` merge when each layout's stride of `d` is its stride of `d + 1` times the size of
+/// `d + 1`) and drops dimensions of size 1; rewrites the layouts to the merged shape and returns
+/// it. Row-major order is kept, so element `i` of the merged shape is element `i` of the original.
+pub(crate) fn coalesce(shape: &[usize], layouts: &mut [Layout]) -> Vec<usize> {
+    let mut dims: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (d, &size) in shape.iter().enumerate() {
+        if size == 1 {
+            continue;
+        }
+        let strides: Vec<usize> = layouts.iter().map(|l| l.strides[d]).collect();
+        if let Some((prev, prev_strides)) = dims.last_mut() {
+            let mergeable = prev_strides
+                .iter()
+                .zip(&strides)
+                .all(|(&ps, &s)| ps == s * size);
+            if mergeable {
+                *prev *= size;
+                *prev_strides = strides;
+                continue;
+            }
+        }
+        dims.push((size, strides));
+    }
+    if dims.is_empty() {
+        // One element: any stride addresses it; 1 keeps a plain output dense.
+        dims.push((1, vec![1; layouts.len()]));
+    }
+    let merged: Vec<usize> = dims.iter().map(|(s, _)| *s).collect();
+    for (k, l) in layouts.iter_mut().enumerate() {
+        l.shape = merged.clone();
+        l.strides = dims.iter().map(|(_, st)| st[k]).collect();
+    }
+    merged
 }
