@@ -86,7 +86,7 @@ def _decompositions():
         aten._native_batch_norm_legit_no_training, aten.native_batch_norm,
         aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward,
         aten.embedding, aten._adaptive_avg_pool2d, aten.mean.dim, aten.var_mean.correction,
-        aten.native_dropout, aten.native_layer_norm_backward,
+        aten.native_dropout,
         aten.embedding_dense_backward, aten.hardswish, aten.hardswish_backward,
         aten.hardsigmoid, aten.hardsigmoid_backward,
     ]))
@@ -95,7 +95,8 @@ def _decompositions():
     table[aten.scaled_dot_product_attention.default] = _sdpa
     # Ops Hologram runs as fused kernels rather than as their decompositions.
     for op in (aten.embedding.default, aten._softmax_backward_data.default,
-               aten._log_softmax_backward_data.default, aten.gelu_backward.default):
+               aten._log_softmax_backward_data.default, aten.gelu_backward.default,
+               aten.native_layer_norm_backward.default):
         table.pop(op, None)
     return table
 

@@ -466,17 +466,21 @@ def _gelu_backward(grad, x, approximate="none"):
 
 @_reg(aten.native_layer_norm.default)
 def _layer_norm(x, normalized_shape, weight, bias, eps):
-    axes = list(range(x.ndim - len(normalized_shape), x.ndim))
-    mean = x.mean(axis=axes, keepdims=True)
-    d = x - mean
-    var = (d * d).mean(axis=axes, keepdims=True)
-    rstd = (var + eps).rsqrt()
-    out = d * rstd
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out, mean, rstd
+    y, mean, rstd = x._t.layer_norm_stats(len(normalized_shape), _t(weight), _t(bias), float(eps))
+    return hg.Tensor._wrap(y), hg.Tensor._wrap(mean), hg.Tensor._wrap(rstd)
+
+
+@_reg(aten.native_layer_norm_backward.default)
+def _layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, bias, output_mask):
+    dx, dw, db = x._t.layer_norm_backward_stats(grad._t, len(normalized_shape), mean._t, rstd._t, _t(weight))
+    wrap = lambda t, keep: hg.Tensor._wrap(t) if keep and t is not None else None  # noqa: E731
+    if output_mask[2] and db is None and bias is not None:
+        db = grad.sum(axis=list(range(grad.ndim - len(normalized_shape))))._t
+    return wrap(dx, output_mask[0]), wrap(dw, output_mask[1]), wrap(db, output_mask[2])
+
+
+def _t(x):
+    return None if x is None else x._t
 
 
 # ----- indexing ---------------------------------------------------------------------------------

@@ -493,6 +493,56 @@ impl PyTensor {
         ))
     }
 
+    /// `(y, mean, rstd)`: layer norm over the last `normalized_dims` dims with its statistics
+    /// (fused into one kernel on GPU backends).
+    #[pyo3(signature = (normalized_dims, weight = None, bias = None, eps = 1e-5))]
+    fn layer_norm_stats(
+        &self,
+        py: Python<'_>,
+        normalized_dims: usize,
+        weight: Option<&PyTensor>,
+        bias: Option<&PyTensor>,
+        eps: f64,
+    ) -> PyRes<(PyTensor, PyTensor, PyTensor)> {
+        let (x, w, b) = (
+            self.t.clone(),
+            weight.map(|w| w.t.clone()),
+            bias.map(|b| b.t.clone()),
+        );
+        let (y, m, r) = nogil(py, move || {
+            x.layer_norm_with_stats(normalized_dims, w.as_ref(), b.as_ref(), eps)
+        })?;
+        Ok((PyTensor { t: y }, PyTensor { t: m }, PyTensor { t: r }))
+    }
+
+    /// `(dx, dweight, dbias)` of layer norm from the statistics of `layer_norm_stats`.
+    #[pyo3(signature = (grad, normalized_dims, mean, rstd, weight = None))]
+    fn layer_norm_backward_stats(
+        &self,
+        py: Python<'_>,
+        grad: &PyTensor,
+        normalized_dims: usize,
+        mean: &PyTensor,
+        rstd: &PyTensor,
+        weight: Option<&PyTensor>,
+    ) -> PyRes<(PyTensor, Option<PyTensor>, Option<PyTensor>)> {
+        let (x, g, m, r, w) = (
+            self.t.clone(),
+            grad.t.clone(),
+            mean.t.clone(),
+            rstd.t.clone(),
+            weight.map(|w| w.t.clone()),
+        );
+        let (dx, dw, db) = nogil(py, move || {
+            x.layer_norm_backward_with_stats(&g, normalized_dims, w.as_ref(), &m, &r)
+        })?;
+        Ok((
+            PyTensor { t: dx },
+            dw.map(|t| PyTensor { t }),
+            db.map(|t| PyTensor { t }),
+        ))
+    }
+
     /// `out[c] = self[c with c[axis] = index[c]]` (PyTorch's gather).
     fn gather(&self, axis: isize, index: &PyTensor) -> PyRes<PyTensor> {
         wrap(self.t.gather(axis, &index.t))

@@ -4,8 +4,10 @@
 //! everything else; a recognized kernel must give the same results on the library path.
 
 mod map;
+pub mod norm_templates;
 mod reduce;
 pub mod reduce_templates;
+mod row_gen;
 mod rows;
 pub mod softmax_templates;
 

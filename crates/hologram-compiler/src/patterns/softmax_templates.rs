@@ -17,20 +17,14 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use hologram_isa::{
-    CmpOp, Dim, Imm, Program, ProgramBuilder, Special, Type, UnaryOp, ValidationError,
-};
+use hologram_isa::{Imm, Program, ProgramBuilder, Type, UnaryOp, ValidationError};
 
 use super::reduce_templates::Combine;
+pub use super::row_gen::{group_lanes, row_acc, row_plan, MAX_RESIDENT, ROW_BLOCK, ROW_UNROLL};
+use super::row_gen::{store, Gen};
 use super::rows::RowPattern;
 use super::Pattern;
 use crate::Canonical;
-
-/// Lanes per block of the row kernels.
-pub const ROW_BLOCK: u32 = 256;
-
-/// Elements per lane that the unrolled loop of a row pass loads together.
-pub const ROW_UNROLL: u32 = 8;
 
 /// What a row kernel computes, per row `x` (forward) or per rows of the output `y` and its
 /// gradient `g` (backward).
@@ -53,265 +47,6 @@ impl RowOp {
     }
 }
 
-/// Lanes per row for rows of `cols` elements: enough that every lane has about
-/// [`ROW_UNROLL`] elements, at least 32 and at most [`ROW_BLOCK`].
-pub fn group_lanes(cols: usize) -> u32 {
-    let per = (cols / ROW_UNROLL as usize).max(1);
-    let pow = 1usize << (usize::BITS - 1 - per.leading_zeros());
-    pow.clamp(32, ROW_BLOCK as usize) as u32
-}
-
-/// The compute type of a storage type.
-pub fn row_acc(storage: Type) -> Type {
-    if storage == Type::F64 {
-        Type::F64
-    } else {
-        Type::F32
-    }
-}
-
-/// Program generation state: the builder and a counter for labels.
-struct Gen {
-    b: ProgramBuilder,
-    g: u32,
-    storage: Type,
-    acc: Type,
-    labels: u32,
-    /// Elements per lane kept in registers (0: every pass loads its elements).
-    resident: u32,
-    /// The resident elements are loaded.
-    loaded: bool,
-}
-
-/// The body of a pass for element `k`.
-type PassBody<'a> = &'a dyn Fn(&mut ProgramBuilder, usize);
-
-impl Gen {
-    fn label(&mut self, what: &str) -> String {
-        self.labels += 1;
-        format!("{what}{}", self.labels)
-    }
-
-    /// Emits the loads of `count` elements (indexes `%e<k>`, inputs `(array, offset param)`
-    /// into `%v<i>_<k>`, converted to the compute type), then `body(k)` for each.
-    fn loads(&mut self, inputs: &[(&str, &str)], count: usize, body: PassBody<'_>) {
-        let (g, st, acc) = (self.g, self.storage, self.acc);
-        let b = &mut self.b;
-        for k in 0..count {
-            if k == 0 {
-                b.add(Type::U32, "%e0", "%rowbase", "%pos");
-            } else {
-                b.add(
-                    Type::U32,
-                    &format!("%e{k}"),
-                    format!("%e{}", k - 1).as_str(),
-                    g,
-                );
-            }
-        }
-        for (i, (_, off)) in inputs.iter().enumerate() {
-            for k in 0..count {
-                b.add(
-                    Type::U32,
-                    &format!("%a{i}_{k}"),
-                    format!("%e{k}").as_str(),
-                    *off,
-                );
-            }
-        }
-        for (i, (arr, _)) in inputs.iter().enumerate() {
-            for k in 0..count {
-                let dst = if st == acc {
-                    format!("%v{i}_{k}")
-                } else {
-                    format!("%w{i}_{k}")
-                };
-                b.ld(st, &dst, arr, format!("%a{i}_{k}").as_str());
-            }
-        }
-        if st != acc {
-            for i in 0..inputs.len() {
-                for k in 0..count {
-                    b.cvt(
-                        acc,
-                        st,
-                        &format!("%v{i}_{k}"),
-                        format!("%w{i}_{k}").as_str(),
-                    );
-                }
-            }
-        }
-        for k in 0..count {
-            body(b, k);
-        }
-    }
-
-    /// A strided pass over the row: for every element, the inputs are loaded and `body(k)`
-    /// runs, where `%e<k>` is the element's index in the dense output. The unrolled part loads
-    /// all its elements first, then runs the bodies in element order.
-    fn pass(&mut self, inputs: &[(&str, &str)], body: PassBody<'_>) {
-        if self.resident > 0 {
-            return self.resident_pass(inputs, body);
-        }
-        let g = self.g;
-        let (unrolled, tail, done) = (self.label("U"), self.label("T"), self.label("D"));
-        self.b.mov(Type::U32, "%pos", "%l");
-        self.b.label(&unrolled);
-        self.b.add(Type::U32, "%far", "%pos", (ROW_UNROLL - 1) * g);
-        self.b.setp(CmpOp::Ge, Type::U32, "%rest", "%far", "%len");
-        self.b.guard("%rest", false).bra(&tail);
-        self.loads(inputs, ROW_UNROLL as usize, body);
-        self.b.add(Type::U32, "%pos", "%pos", ROW_UNROLL * g);
-        self.b.bra(&unrolled);
-        self.b.label(&tail);
-        self.b.setp(CmpOp::Ge, Type::U32, "%end", "%pos", "%len");
-        self.b.guard("%end", false).bra(&done);
-        self.loads(inputs, 1, body);
-        self.b.add(Type::U32, "%pos", "%pos", g);
-        self.b.bra(&tail);
-        self.b.label(&done);
-    }
-
-    /// A pass over a row whose elements live in registers: the first pass loads lane `l`'s
-    /// elements `l + k·G` (`k < resident`) into `%v<i>_<k>`; elements past the row's end read
-    /// as -inf for the forward ops (the max and the sum of exponentials ignore them) and as 0
-    /// for the backward ops (the sums ignore them), and are not stored. Every pass then runs
-    /// `body(k)` for every `k` in order.
-    fn resident_pass(&mut self, inputs: &[(&str, &str)], body: PassBody<'_>) {
-        let (g, st, acc) = (self.g, self.storage, self.acc);
-        let e = self.resident as usize;
-        let b = &mut self.b;
-        if !self.loaded {
-            self.loaded = true;
-            for k in 0..e {
-                let col = format!("%col{k}");
-                b.add(Type::U32, &col, "%l", k as u32 * g);
-                b.setp(
-                    CmpOp::Lt,
-                    Type::U32,
-                    &format!("%in{k}"),
-                    col.as_str(),
-                    "%len",
-                );
-                b.add(Type::U32, &format!("%e{k}"), "%rowbase", col.as_str());
-            }
-            for (i, (_, off)) in inputs.iter().enumerate() {
-                for k in 0..e {
-                    b.add(
-                        Type::U32,
-                        &format!("%a{i}_{k}"),
-                        format!("%e{k}").as_str(),
-                        *off,
-                    );
-                }
-            }
-            for (i, (arr, _)) in inputs.iter().enumerate() {
-                for k in 0..e {
-                    b.guard(&format!("%in{k}"), false).ld(
-                        st,
-                        &format!("%w{i}_{k}"),
-                        arr,
-                        format!("%a{i}_{k}").as_str(),
-                    );
-                }
-            }
-            let pad = Imm::Float(if inputs.len() == 1 {
-                f64::NEG_INFINITY
-            } else {
-                0.0
-            });
-            for i in 0..inputs.len() {
-                for k in 0..e {
-                    let (w, v, cond) = (
-                        format!("%w{i}_{k}"),
-                        format!("%v{i}_{k}"),
-                        format!("%in{k}"),
-                    );
-                    if st != acc {
-                        let wc = format!("{w}c");
-                        b.cvt(acc, st, &wc, w.as_str());
-                        b.selp(acc, &v, wc.as_str(), pad, cond.as_str());
-                    } else {
-                        b.selp(acc, &v, w.as_str(), pad, cond.as_str());
-                    }
-                }
-            }
-        }
-        for k in 0..e {
-            body(b, k);
-        }
-    }
-
-    /// Combines every lane's `%<reg>` over its row's group (`c` is Sum or Max) and leaves the
-    /// group's result in `%<reg>` of every lane of the group.
-    fn group_reduce(&mut self, c: Combine, reg: &str) {
-        let acc = self.acc;
-        self.b.st(acc, "sred", "%t", reg);
-        self.b.barrier();
-        let mut width = self.g;
-        while width > 1 {
-            // Lanes below `s` fold the `ways - 1` slots `s`, `2s`, ... above their own.
-            let ways = if width % 4 == 0 { 4 } else { 2 };
-            let s = width / ways;
-            let skip = self.label("S");
-            let b = &mut self.b;
-            b.setp(CmpOp::Lt, Type::U32, "%act", "%l", s);
-            b.guard("%act", true).bra(&skip);
-            b.ld(acc, "%mine", "sred", "%t");
-            for w in 1..ways {
-                b.add(Type::U32, "%o", "%t", w * s);
-                b.ld(acc, &format!("%other{w}"), "sred", "%o");
-            }
-            for w in 1..ways {
-                c.fold(b, acc, "%mine", &format!("%other{w}"), ("", ""), "t");
-            }
-            b.st(acc, "sred", "%t", "%mine");
-            b.label(&skip);
-            b.barrier();
-            width = s;
-        }
-        // Everyone reads the result before the slots are used again.
-        self.b.ld(acc, reg, "sred", "%gbase");
-        self.b.barrier();
-    }
-}
-
-/// Stores `%r<k>` (compute type) as element `%e<k>` of the output `y` (only where `%in<k>`
-/// when `guarded`).
-fn store(b: &mut ProgramBuilder, storage: Type, acc: Type, k: usize, guarded: bool) {
-    let (r, e) = (format!("%r{k}"), format!("%e{k}"));
-    let value = if storage == acc {
-        r
-    } else {
-        let q = format!("%q{k}");
-        b.cvt(storage, acc, &q, r.as_str());
-        q
-    };
-    if guarded {
-        b.guard(&format!("%in{k}"), false);
-    }
-    b.st(storage, "y", e.as_str(), value.as_str());
-}
-
-/// The most elements per lane a row kernel keeps in registers.
-pub const MAX_RESIDENT: u32 = 16;
-
-/// How a row kernel covers rows of `cols` elements: `g` lanes per row ([`group_lanes`]), and
-/// `resident` elements per lane held in registers between passes (so the row is read once) when
-/// that is at most [`MAX_RESIDENT`], else 0 (every pass reads the row again).
-pub fn row_plan(cols: usize) -> (u32, u32) {
-    let g = group_lanes(cols);
-    let per = cols.div_ceil(g as usize).max(1);
-    (
-        g,
-        if per <= MAX_RESIDENT as usize {
-            per as u32
-        } else {
-            0
-        },
-    )
-}
-
 /// The fused row kernel for `op` over rows of `storage` elements with `g` lanes per row and
 /// `resident` elements per lane in registers (see [`row_plan`]; with `resident > 0` rows must
 /// have at most `resident · g` elements).
@@ -321,7 +56,6 @@ pub fn row_plan(cols: usize) -> (u32, u32) {
 /// input. Launch `ceil(rows / (ROW_BLOCK / g))` blocks of [`ROW_BLOCK`] lanes.
 pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
     let acc = row_acc(storage);
-    let log_g = g.trailing_zeros();
     let mut b = ProgramBuilder::new(format!("rows_{}", format!("{op:?}").to_lowercase()));
     if op.is_backward() {
         b.buffer("yin", storage)
@@ -334,32 +68,8 @@ pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
             .buffer_rw("y", storage)
             .scalar("off", Type::U32);
     }
-    b.scalar("rows", Type::U32)
-        .scalar("cols", Type::U32)
-        .shared("sred", acc, ROW_BLOCK);
-    b.mov(Type::U32, "%t", Special::Tid(Dim::X));
-    b.shr(Type::U32, "%grp", "%t", log_g);
-    b.and(Type::U32, "%l", "%t", g - 1);
-    b.mad(
-        Type::U32,
-        "%row",
-        Special::Ctaid(Dim::X),
-        ROW_BLOCK / g,
-        "%grp",
-    );
-    b.setp(CmpOp::Lt, Type::U32, "%live", "%row", "rows");
-    b.selp(Type::U32, "%len", "cols", 0u32, "%live");
-    b.mul(Type::U32, "%rowbase", "%row", "cols");
-    b.shl(Type::U32, "%gbase", "%grp", log_g);
-    let mut gen = Gen {
-        b,
-        g,
-        storage,
-        acc,
-        labels: 0,
-        resident,
-        loaded: false,
-    };
+    b.scalar("rows", Type::U32).scalar("cols", Type::U32);
+    let mut gen = Gen::new(b, storage, g, resident);
     let zero = Imm::Float(0.0);
     let guarded = resident > 0;
     match op {

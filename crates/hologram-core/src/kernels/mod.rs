@@ -2,6 +2,7 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod index;
+pub(crate) mod norm;
 pub(crate) mod rows;
 
 use std::collections::HashMap;

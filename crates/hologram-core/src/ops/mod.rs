@@ -7,6 +7,7 @@ pub mod legacy;
 mod linalg;
 mod loss;
 mod nn;
+mod norm;
 mod reduce;
 
 pub use elementwise::Rhs;

@@ -115,18 +115,9 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f64,
     ) -> Result<Tensor> {
-        let axes = self.last_axes(normalized_dims)?;
-        let mean = self.mean(&axes, true)?;
-        let centered = self.sub(&mean)?;
-        let var = centered.square()?.mean(&axes, true)?;
-        let mut y = centered.mul(&var.add(eps)?.rsqrt()?)?;
-        if let Some(w) = weight {
-            y = y.mul(w)?;
-        }
-        if let Some(b) = bias {
-            y = y.add(b)?;
-        }
-        Ok(y)
+        Ok(self
+            .layer_norm_with_stats(normalized_dims, weight, bias, eps)?
+            .0)
     }
 
     pub(crate) fn last_axes(&self, k: usize) -> Result<Vec<isize>> {
