@@ -1,5 +1,6 @@
 //! Generators of the Atlas ISA kernels behind tensor ops.
 
+pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod norm;

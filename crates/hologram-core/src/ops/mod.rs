@@ -1,5 +1,6 @@
 //! Tensor operations, by family.
 
+mod conv;
 mod create;
 mod elementwise;
 mod index;
@@ -10,5 +11,6 @@ mod nn;
 mod norm;
 mod reduce;
 
+pub use conv::Conv2d;
 pub use elementwise::Rhs;
 pub use reduce::ReduceOp;
