@@ -205,6 +205,13 @@ _MAX_INSTANCES = 4
 _PLAN_BUFFERS: set = set()
 
 
+def random_seed(executor) -> hg.Tensor:
+    """A new seed for a plan that draws random numbers, from torch's generator (so
+    ``torch.manual_seed`` makes a compiled model's dropout reproducible)."""
+    seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+    return hg.full((1,), seed, dtype="uint32", device=executor)
+
+
 class _Signature:
     """The plans of one graph for one input signature, and how their outputs map back."""
 
@@ -232,10 +239,14 @@ class _Signature:
                 visible.add(_view_base(o))
         self.alias = [node not in visible for node in planned]
         self.instances: list = []
+        # A graph that draws random numbers gets a seed input, new at every call.
+        self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
 
     def __call__(self, args):
         ex = self.executor
         xs = import_batch([args[i] for i in self.inputs], ex) or [hg.zeros((1,), device=ex)]
+        if self.random:
+            xs.append(random_seed(ex))
         for plan in self.instances:
             if plan.accepts(xs) and plan.outputs_free():
                 _STATS["replays"] += 1
@@ -254,8 +265,13 @@ class _Signature:
         graph, pos, planned = self.graph, self.pos, self.planned
         lowering.CTX.executor = self.executor
         direct = [_in_place(args[i]) for i in self.inputs] if self.inputs else [False]
+        if self.random:
+            direct.append(False)
 
         def run(*hx):
+            if self.random:
+                lowering.CTX.seed, lowering.CTX.draws = hx[-1], 0
+                hx = hx[:-1]
             feed = dict(zip(self.inputs, hx))
             env = interpret(graph.nodes, {n: feed.get(pos[n], args[pos[n]]) for n in graph.placeholders})
             out = [None] * len(planned)
