@@ -84,7 +84,6 @@ def _decompositions():
     table.update(get_decompositions([
         aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit,
         aten._native_batch_norm_legit_no_training, aten.native_batch_norm,
-        aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward,
         aten.embedding, aten._adaptive_avg_pool2d, aten.mean.dim, aten.var_mean.correction,
         aten.native_dropout,
         aten.embedding_dense_backward, aten.hardswish, aten.hardswish_backward,

@@ -638,6 +638,59 @@ def _avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count
     return hg.Tensor._wrap(dx)
 
 
+def _pool_out(n, k, pad, stride, dil, ceil_mode):
+    """PyTorch's pooling output size."""
+    span = dil * (k - 1) + 1
+    out = (n + 2 * pad - span + ((stride - 1) if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= n + pad:
+        out -= 1
+    return out
+
+
+@_reg(aten.max_pool2d_with_indices.default)
+def _max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """(values, flat indices into each input plane) as one fused element-wise kernel: the
+    maximum over the window's strided views of the input padded with -inf, the first maximum
+    winning and NaN propagating, as PyTorch's kernels do."""
+    if not _is_float(x):
+        raise NoLowering("max_pool2d of an integer tensor")
+    batched = x.ndim == 4
+    x = x if batched else x.reshape(1, *x.shape)
+    (kh, kw), (ph, pw), (dh, dw) = _pair(kernel_size), _pair(padding), _pair(dilation)
+    sh, sw = _pair(stride) if stride else (kh, kw)
+    n, c, h, w = x.shape
+    oh, ow = _pool_out(h, kh, ph, sh, dh, ceil_mode), _pool_out(w, kw, pw, sw, dw, ceil_mode)
+    need_h, need_w = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    xp = _pad(x, [pw, max(0, need_w - w - pw), ph, max(0, need_h - h - ph)], float("-inf"))
+    rows = hg.arange(oh, dtype="int64", device=CTX.executor).reshape(oh, 1) * sh - ph
+    cols = hg.arange(ow, dtype="int64", device=CTX.executor).reshape(1, ow) * sw - pw
+    best = index = None
+    for i in range(kh):
+        for j in range(kw):
+            v = _slice(_slice(xp, 2, i * dh, i * dh + (oh - 1) * sh + 1, sh), 3, j * dw, j * dw + (ow - 1) * sw + 1, sw)
+            at = (rows + i * dh) * w + (cols + j * dw)
+            if best is None:
+                best, index = v, _expand(at.reshape(1, 1, oh, ow), [n, c, oh, ow])
+            else:
+                take = (v > best) | (v != v)
+                best, index = hg.where(take, v, best), hg.where(take, at, index)
+    if not batched:
+        best, index = best.reshape(c, oh, ow), index.reshape(c, oh, ow)
+    return best, index
+
+
+@_reg(aten.max_pool2d_with_indices_backward.default)
+def _max_pool2d_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each output's gradient added at the input position its maximum came from."""
+    lead, (h, w) = list(x.shape[:-2]), x.shape[-2:]
+    plane = 1
+    for d in lead:
+        plane *= d
+    g = grad.reshape(plane, -1)
+    dx = hg.zeros((plane, h * w), dtype=grad.dtype, device=CTX.executor)
+    return dx.scatter_add(1, indices.reshape(plane, -1), g).reshape(*lead, h, w)
+
+
 @_reg(aten.constant_pad_nd.default)
 def _pad(x, pad, value=0.0):
     # pad lists (before, after) pairs from the last dimension backwards.
@@ -662,6 +715,45 @@ def _pad(x, pad, value=0.0):
             view = hg.Tensor._wrap(view._t.slice(d, starts[d], starts[d] + src.shape[d], 1))
     src._t.copy_into(view._t)
     return out
+
+
+# ----- recurrent cells (CUDA's LSTM without cuDNN runs these) ------------------------------------
+
+def _gates(g):
+    """The four gate blocks of an LSTM's [B, 4H] pre-activations: input, forget, cell, output."""
+    h = g.shape[1] // 4
+    return [_slice(g, 1, k * h, (k + 1) * h) for k in range(4)]
+
+
+@_reg(aten._thnn_fused_lstm_cell.default)
+def _lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    gates = input_gates + hidden_gates
+    for b in (input_bias, hidden_bias):
+        if b is not None:
+            gates = gates + b
+    i, f, g, o = _gates(gates)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * cx + i * g
+    hy = o * cy.tanh()
+    # The workspace the backward reads: the activated gates.
+    return hy, cy, hg.concat([i, f, g, o], axis=1)
+
+
+@_reg(aten._thnn_fused_lstm_cell_backward_impl.default)
+def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    i, f, g, o = _gates(workspace)
+    tanh_cy = cy.tanh()
+    grad_c = grad_cy if grad_cy is not None else hg.zeros(tuple(cy.shape), dtype=cy.dtype, device=CTX.executor)
+    if grad_hy is not None:
+        grad_o = grad_hy * tanh_cy * o * (1.0 - o)
+        grad_c = grad_c + grad_hy * o * (1.0 - tanh_cy * tanh_cy)
+    else:
+        grad_o = hg.zeros(tuple(o.shape), dtype=o.dtype, device=CTX.executor)
+    grad_i = grad_c * g * i * (1.0 - i)
+    grad_f = grad_c * cx * f * (1.0 - f)
+    grad_g = grad_c * i * (1.0 - g * g)
+    grad_gates = hg.concat([grad_i, grad_f, grad_g, grad_o], axis=1)
+    return grad_gates, grad_c * f, grad_gates.sum(axis=0) if has_bias else None
 
 
 # ----- prims (from torch's decompositions) -------------------------------------------------------

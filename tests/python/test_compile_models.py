@@ -163,3 +163,21 @@ def test_gpt_loss_curve_tracks_eager_over_200_steps():
     assert loss_e < 1.0  # it learned (from ~5.5)
     assert abs(loss_m - loss_e) <= 0.01 * loss_e
     assert hologram_torch.compile_stats()["fallback_nodes"] == 0
+
+
+@pytest.mark.parametrize("kernel,stride,padding,dilation,ceil", [
+    (3, 2, 1, 1, False), (2, 2, 0, 1, False), (3, 2, 1, 2, True), (2, 3, 1, 1, True)])
+def test_max_pool_and_its_backward_match_eager_exactly(kernel, stride, padding, dilation, ceil):
+    x = torch.randn(2, 3, 9, 11, requires_grad=True)
+    with torch.no_grad():
+        x[0, 0, 0, :3] = 1.0  # ties: the first maximum wins, as in PyTorch
+        x[1, 2, 4, 4] = float("nan")  # NaN propagates
+    f = lambda t: torch.nn.functional.max_pool2d(t, kernel, stride, padding, dilation, ceil_mode=ceil) * 2  # noqa: E731
+    ref = f(x)
+    ref.nansum().backward()
+    want, x.grad = x.grad.clone(), None
+    out = torch.compile(f, backend="hologram")(x)
+    out.nansum().backward()
+    assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.nan_to_num(), ref.nan_to_num())
+    assert torch.equal(x.grad, want)
+    assert hologram_torch.compile_stats()["fallback_nodes"] == 0
