@@ -453,13 +453,24 @@ def _all(x, dim=None, keepdim=False):
 
 # ----- matrix products --------------------------------------------------------------------------
 
-TABLE[aten.mm.default] = lambda a, b: a @ b
-TABLE[aten.bmm.default] = lambda a, b: a @ b
+def _tf32(flag: bool) -> bool:
+    """TF32 where PyTorch would use it: on CUDA, as its flag for the op's kind says
+    (``torch.backends.cuda.matmul.allow_tf32`` for matrix products, default off;
+    ``torch.backends.cudnn.allow_tf32`` for convolutions, default on)."""
+    return flag and CTX.executor is not None and CTX.executor.backend == "cuda"
+
+
+def _matmul(a, b):
+    return hg.matmul(a, b, tf32=_tf32(torch.backends.cuda.matmul.allow_tf32))
+
+
+TABLE[aten.mm.default] = _matmul
+TABLE[aten.bmm.default] = _matmul
 
 
 @_reg(aten.addmm.default)
 def _addmm(bias, a, b, beta=1, alpha=1):
-    p = a @ b
+    p = _matmul(a, b)
     if alpha != 1:
         p = p * alpha
     return p + (bias if beta == 1 else bias * beta)
@@ -597,7 +608,8 @@ def _convolution(x, w, bias, stride, padding, dilation, transposed, output_paddi
         raise NoLowering("transposed convolution")
     if x.ndim != 4:
         raise NoLowering(f"a {x.ndim - 2}-D convolution (2-D is supported)")
-    return hg.Tensor._wrap(x._t.conv2d(w._t, _t(bias), _pair(stride), _pair(padding), _pair(dilation), int(groups)))
+    return hg.Tensor._wrap(x._t.conv2d(w._t, _t(bias), _pair(stride), _pair(padding), _pair(dilation), int(groups),
+                                       _tf32(torch.backends.cudnn.allow_tf32)))
 
 
 @_reg(aten.convolution_backward.default)
@@ -606,7 +618,7 @@ def _convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tra
     if transposed or x.ndim != 4:
         raise NoLowering("the backward of a transposed or non-2-D convolution")
     dx, dw, db = x._t.conv2d_backward(grad._t, w._t, _pair(stride), _pair(padding), _pair(dilation), int(groups),
-                                      [bool(m) for m in output_mask])
+                                      [bool(m) for m in output_mask], _tf32(torch.backends.cudnn.allow_tf32))
     return tuple(None if t is None else hg.Tensor._wrap(t) for t in (dx, dw, db))
 
 

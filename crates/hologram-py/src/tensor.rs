@@ -336,11 +336,7 @@ impl PyTensor {
     #[pyo3(signature = (other, tf32 = false))]
     fn matmul(&self, py: Python<'_>, other: &PyTensor, tf32: bool) -> PyRes<PyTensor> {
         let (a, b) = (self.t.clone(), other.t.clone());
-        let p = if tf32 {
-            hologram_backends::GemmPrecision::Tf32
-        } else {
-            hologram_backends::GemmPrecision::Exact
-        };
+        let p = precision(tf32);
         Ok(PyTensor {
             t: nogil(py, move || a.matmul_with(&b, p))?,
         })
@@ -545,7 +541,7 @@ impl PyTensor {
 
     /// 2-D convolution (NCHW) with `weight` `[Cout, C/groups, kh, kw]` and optional `bias`.
     #[allow(clippy::too_many_arguments)] // torch's conv2d signature
-    #[pyo3(signature = (weight, bias, stride, padding, dilation, groups))]
+    #[pyo3(signature = (weight, bias, stride, padding, dilation, groups, tf32 = false))]
     fn conv2d(
         &self,
         py: Python<'_>,
@@ -555,12 +551,14 @@ impl PyTensor {
         padding: [usize; 2],
         dilation: [usize; 2],
         groups: usize,
+        tf32: bool,
     ) -> PyRes<PyTensor> {
         let p = hologram_core::ops::Conv2d {
             stride,
             padding,
             dilation,
             groups,
+            precision: precision(tf32),
         };
         let (x, w, b) = (self.t.clone(), weight.t.clone(), bias.map(|b| b.t.clone()));
         Ok(PyTensor {
@@ -570,7 +568,7 @@ impl PyTensor {
 
     /// `(dx, dweight, dbias)` of `conv2d` (each only where `want` asks).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (grad, weight, stride, padding, dilation, groups, want))]
+    #[pyo3(signature = (grad, weight, stride, padding, dilation, groups, want, tf32 = false))]
     fn conv2d_backward(
         &self,
         py: Python<'_>,
@@ -581,12 +579,14 @@ impl PyTensor {
         dilation: [usize; 2],
         groups: usize,
         want: [bool; 3],
+        tf32: bool,
     ) -> PyRes<(Option<PyTensor>, Option<PyTensor>, Option<PyTensor>)> {
         let p = hologram_core::ops::Conv2d {
             stride,
             padding,
             dilation,
             groups,
+            precision: precision(tf32),
         };
         let (x, g, w) = (self.t.clone(), grad.t.clone(), weight.t.clone());
         let (dx, dw, db) = nogil(py, move || x.conv2d_backward(&g, &w, &p, want))?;
@@ -705,5 +705,14 @@ impl PyTensor {
             self.t.dtype(),
             self.t.executor().backend_type()
         )
+    }
+}
+
+/// The GEMM precision a `tf32` flag asks for.
+fn precision(tf32: bool) -> hologram_backends::GemmPrecision {
+    if tf32 {
+        hologram_backends::GemmPrecision::Tf32
+    } else {
+        hologram_backends::GemmPrecision::Exact
     }
 }

@@ -3,7 +3,7 @@
 //! 1 and no padding needs no `im2col`; a depthwise convolution is an element-wise product
 //! summed over the kernel window; other grouped convolutions run group by group.
 
-use hologram_backends::{KernelArg, LaunchConfig};
+use hologram_backends::{GemmPrecision, KernelArg, LaunchConfig};
 use hologram_isa::semantics::Value;
 
 use crate::error::{Error, Result};
@@ -22,6 +22,9 @@ pub struct Conv2d {
     pub dilation: [usize; 2],
     /// Channel groups (the input's and output's channels must be multiples).
     pub groups: usize,
+    /// The precision of the matrix products (TF32 on CUDA tensor cores, as PyTorch's convolutions
+    /// use by default there).
+    pub precision: GemmPrecision,
 }
 
 impl Default for Conv2d {
@@ -31,6 +34,7 @@ impl Default for Conv2d {
             padding: [0, 0],
             dilation: [1, 1],
             groups: 1,
+            precision: GemmPrecision::Exact,
         }
     }
 }
@@ -207,7 +211,7 @@ impl Tensor {
         let out = if p.groups == 1 {
             // [Cout, C·kk] @ [N, C·kk, L] -> [N, Cout, L] (the weight broadcast over N).
             w.reshape(&[g.cout as isize, (g.c * kk) as isize])?
-                .matmul(&cols)?
+                .matmul_with(&cols, p.precision)?
         } else if p.groups == g.c {
             // Depthwise: each output channel sums its own input channel's window.
             let m = g.cout / g.c;
@@ -235,7 +239,7 @@ impl Tensor {
                         (cg * kk) as isize,
                         l as isize,
                     ])?;
-                    wg.matmul(&cg_)
+                    wg.matmul_with(&cg_, p.precision)
                 })
                 .collect::<Result<Vec<_>>>()?;
             Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)?
@@ -287,13 +291,16 @@ impl Tensor {
             let wm = w.reshape(&[cout, (g.c * kk) as isize])?;
             let dx = if want[0] {
                 // [C·kk, Cout] @ [N, Cout, L] -> [N, C·kk, L]
-                Some(back(wm.transpose(0, 1)?.matmul(&grad)?)?)
+                Some(back(wm.transpose(0, 1)?.matmul_with(&grad, p.precision)?)?)
             } else {
                 None
             };
             let dw = match &cols {
                 // Σ_n [Cout, L] @ [L, C·kk]
-                Some(cols) => Some(grad.matmul(&cols.transpose(1, 2)?)?.sum(&[0], false)?),
+                Some(cols) => Some(
+                    grad.matmul_with(&cols.transpose(1, 2)?, p.precision)?
+                        .sum(&[0], false)?,
+                ),
                 None => None,
             };
             (dx, dw)
