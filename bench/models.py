@@ -239,6 +239,9 @@ def main():
         torch._dynamo.reset()
         res = bench_case(name, mode, args.device, args.small, impls, args.blocks, args.per_block)
         stats = hologram_torch.compile_stats()
+        plans = [st for _, st in hologram_torch.plan_stats()]
+        stats["plans_captured"] = sum(1 for st in plans if st["captured"])
+        stats["plans_live"] = len(plans)
         report["cases"][f"{name}/{mode}"] = {"results": res, "hologram_stats": stats}
         eager = res.get("eager", {}).get("median_s")
         line = [f"{name:20s} {mode:5s}"]
@@ -253,6 +256,8 @@ def main():
                 line.append(f"{impl} MISMATCH {r['first_step_rel_diff']:.1e}")
                 failed.append(f"{name}/{mode}/{impl}")
         line.append(f"fallbacks {stats['fallback_nodes']}")
+        if args.device == "cuda":
+            line.append(f"CUDA graphs {stats['plans_captured']}/{stats['plans_live']}")
         print(" | ".join(line), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -64,11 +64,19 @@ def plan_profiles() -> list:
     kind of step per replay, each step synchronized)."""
     out = []
     for g in list(_GRAPHS):
-        for entry in g.plans.values():
-            report = entry.plan.profile()
-            if report:
-                out.append((g.kind, report))
+        for sig in g.plans.values():
+            for plan in sig.instances:
+                report = plan.profile()
+                if report:
+                    out.append((g.kind, report))
     return out
+
+
+def plan_stats() -> list:
+    """``(graph kind, stats)`` of every live plan of the ``hologram`` backend: steps, launches,
+    GEMMs, copies, peak memory, whether replays run as one CUDA graph (``captured``) and
+    replays (see :attr:`hologram.Plan.stats`)."""
+    return [(g.kind, plan.stats) for g in list(_GRAPHS) for sig in g.plans.values() for plan in sig.instances]
 
 
 def reset_compile_stats() -> None:
