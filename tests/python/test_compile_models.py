@@ -120,7 +120,7 @@ def test_compile_step_matches_eager(name):
     stats = hologram_torch.compile_stats()
     assert stats["plans"] == 1 and stats["replays"] == 2
     for (pname, p), q in zip(eager.named_parameters(), mine.parameters()):
-        assert close(q, p, 1e-3), pname
+        assert close(q, p, 1e-3, atol=1e-5), (pname, (q - p).abs().max().item())
     for (bname, b), c in zip(eager.named_buffers(), mine.buffers()):
         assert close(c, b, 1e-3), bname
 
