@@ -348,6 +348,35 @@ pub trait Backend: Send + Sync {
     fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
         crate::library::gemm::generic_gemm(self, desc, a, b, c)
     }
+
+    /// Whether [`Backend::conv`] runs this pass of this convolution with a vendor library
+    /// (cuDNN on CUDA). The default says no: callers lower the convolution to `im2col` and GEMM.
+    fn supports_conv(
+        &self,
+        desc: &crate::library::ConvDesc,
+        pass: crate::library::ConvPass,
+    ) -> bool {
+        let _ = (desc, pass);
+        false
+    }
+
+    /// Runs one pass of a convolution (operands as [`crate::library::ConvPass`] lists them; the
+    /// output is overwritten). Only called where [`Backend::supports_conv`] said yes.
+    fn conv(
+        &self,
+        desc: &crate::library::ConvDesc,
+        pass: crate::library::ConvPass,
+        a: &BufferArg,
+        b: &BufferArg,
+        out: &BufferArg,
+    ) -> Result<()> {
+        let _ = (desc, pass, a, b, out);
+        Err(crate::error::BackendError::Unsupported {
+            kernel: "conv2d".into(),
+            feature: "a convolution library".into(),
+            device: self.info().name,
+        })
+    }
 }
 
 impl From<Value> for KernelArg {

@@ -13,6 +13,8 @@ use super::blas::Blas;
 use super::cache::ModuleCache;
 use super::codegen::{self, CodegenOptions, CODEGEN_VERSION};
 use super::device::{cublas, device_error, Device};
+use super::dnn::{self, Dnn};
+use super::dnn_api;
 use super::launch::{self, ErrorRecord};
 use super::memory::{CudaMemory, Staging, STAGING_THRESHOLD};
 use super::module::Module;
@@ -24,7 +26,7 @@ use crate::backend::{
 };
 use crate::error::{BackendError, Result};
 use crate::launch::{check_launch, check_range};
-use crate::library::{gemm::generic_gemm, GemmDesc};
+use crate::library::{gemm::generic_gemm, ConvDesc, ConvPass, GemmDesc};
 
 /// Most `.shared` bytes a kernel may declare (static shared memory on every CUDA GPU).
 const MAX_SHARED_BYTES: usize = 48 * 1024;
@@ -49,6 +51,7 @@ pub struct CudaBackend {
     record: ErrorRecord,
     staging: Mutex<Option<Staging>>,
     blas: Mutex<Option<std::result::Result<Blas, String>>>,
+    dnn: Mutex<Option<std::result::Result<Dnn, String>>>,
     nvrtc_version: (i32, i32),
     // Last: everything above needs the context and the stream while it is dropped.
     dev: Device,
@@ -71,6 +74,7 @@ impl CudaBackend {
             record,
             staging: Mutex::new(None),
             blas: Mutex::new(None),
+            dnn: Mutex::new(None),
             nvrtc_version,
             dev,
         })
@@ -485,6 +489,39 @@ impl Backend for CudaBackend {
         }
         generic_gemm(self, desc, a, b, c)
     }
+
+    fn supports_conv(&self, desc: &ConvDesc, _pass: ConvPass) -> bool {
+        dnn_api::api().is_ok() && dnn::supports(desc)
+    }
+
+    fn conv(
+        &self,
+        desc: &ConvDesc,
+        pass: ConvPass,
+        a: &BufferArg,
+        b: &BufferArg,
+        out: &BufferArg,
+    ) -> Result<()> {
+        desc.check(pass, a, b, out)?;
+        if let Err(why) = dnn_api::api() {
+            return Err(BackendError::Unsupported {
+                kernel: "conv2d".into(),
+                feature: format!("cuDNN ({why})"),
+                device: self.info().name,
+            });
+        }
+        self.dev.bind()?;
+        let mut guard = lock(&self.dnn);
+        let handle = guard.get_or_insert_with(|| Dnn::new(&self.dev).map_err(|e| e.to_string()));
+        match handle {
+            Ok(d) => {
+                d.conv(&self.dev, desc, pass, a, b, out)?;
+                count(Event::LibraryLaunch);
+                Ok(())
+            }
+            Err(e) => Err(BackendError::Device(format!("cuDNN unusable: {e}"))),
+        }
+    }
 }
 
 impl Drop for CudaBackend {
@@ -495,6 +532,9 @@ impl Drop for CudaBackend {
         let _ = self.dev.sync();
         if let Some(Ok(b)) = lock(&self.blas).take() {
             drop(b);
+        }
+        if let Some(Ok(d)) = lock(&self.dnn).take() {
+            drop(d);
         }
     }
 }
