@@ -281,6 +281,7 @@ impl Backend for CpuBackend {
             }
         }
         bump(&self.counters.generic_launches, 1);
+        let failed = AtomicBool::new(false);
         let ctx = LaunchCtx {
             k,
             grid: config.grid,
@@ -290,8 +291,9 @@ impl Backend for CpuBackend {
             lanes,
             globals,
             const_bits,
+            timeout: config.effective_timeout(),
+            failed: &failed,
         };
-        let failed = AtomicBool::new(false);
         let first_error: Mutex<Option<BackendError>> = Mutex::new(None);
         let batches = blocks.div_ceil(batch_blocks as u64);
         let run = |state: &mut BlockState, batch: u64| {
@@ -301,10 +303,12 @@ impl Backend for CpuBackend {
             let first = batch * batch_blocks as u64;
             let count = (blocks - first).min(batch_blocks as u64) as usize;
             if let Err(e) = state.run_batch(&ctx, first, count) {
-                failed.store(true, Ordering::Relaxed);
+                // The error is stored before the flag is raised, so the batches that stop because
+                // of the flag cannot report their stop in its place.
                 if let Ok(mut slot) = first_error.lock() {
                     slot.get_or_insert(e);
                 }
+                failed.store(true, Ordering::Relaxed);
             }
         };
         if batches == 1 {
