@@ -30,6 +30,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuStreamCreate",
     "cuStreamDestroy_v2",
     "cuStreamSynchronize",
+    "cuStreamQuery",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemHostAlloc",
@@ -255,6 +256,40 @@ impl Device {
     /// `sm_90` and the like.
     pub(crate) fn arch(&self) -> String {
         format!("sm_{}{}", self.major, self.minor)
+    }
+
+    /// Waits for everything on the backend's stream, at most `limit` (`None`: as long as it
+    /// takes). `Ok(false)` when the limit passed first.
+    pub(crate) fn sync_within(&self, limit: Option<std::time::Duration>) -> Result<bool> {
+        use std::time::{Duration, Instant};
+        let Some(limit) = limit else {
+            self.sync()?;
+            return Ok(true);
+        };
+        let start = Instant::now();
+        loop {
+            // SAFETY: the stream belongs to this device and lives as long as it.
+            match unsafe { sys::cuStreamQuery(self.stream) } {
+                sys::CUresult::CUDA_SUCCESS => return Ok(true),
+                sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                other => {
+                    return Err(BackendError::Device(describe(
+                        "a kernel or copy failed on the GPU (the CUDA context may be unusable now)",
+                        DriverError(other),
+                    )))
+                }
+            }
+            let waited = start.elapsed();
+            if waited >= limit {
+                return Ok(false);
+            }
+            // Short work: stay close (as the driver's own wait does); long work: nap briefly.
+            if waited < Duration::from_micros(500) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
     }
 
     /// Waits for everything on the backend's stream.
