@@ -394,6 +394,70 @@ mod tests {
     }
 
     #[test]
+    fn barriers_meet_at_one_rendezvous_that_votes() {
+        let text = ".kernel b\n.param .buf.u32 y .rw\n.scratch .u32 s[1]\n    st.u32 s[0], %tid.x;\n    ld.u32 %q, s[0];\n    setp.eq.u32 %p, %q, 0;\n@%p bra B;\n    barrier;\n    exit;\nB:\n    barrier;\n    st.u32 y[%gid], 1;\n";
+        let code = gen(text, CodegenOptions::default());
+        // One __syncthreads() for the rendezvous (none for the barriers themselves).
+        assert_eq!(code.matches("__syncthreads();").count(), 1, "{code}");
+        assert!(code.contains("hg_bid = 4u; goto HG_SYNC;"), "{code}");
+        assert!(code.contains("hg_bid = 6u; goto HG_SYNC;"), "{code}");
+        assert!(
+            code.contains("if (__syncthreads_or(hg_seen != hg_bid))"),
+            "{code}"
+        );
+        assert!(
+            code.contains(
+                "switch (hg_bid) { case 4u: goto L5; case 6u: goto L7; default: return; }"
+            ),
+            "{code}"
+        );
+        // No backward jump: no clock.
+        assert!(!code.contains("hg_t0 = hg_now()"), "{code}");
+    }
+
+    #[test]
+    fn backward_jumps_check_the_clock_and_forward_ones_do_not() {
+        let text = ".kernel l\n.param .buf.u32 y .rw\n.param .u32 n\n    mov.u32 %c, n;\n    mov.u32 %k, 0;\nL:\n    add.u32 %k, %k, 1;\n    setp.eq.u32 %p, %k, 5;\n@%p bra OUT;\n    loop %c, L;\nOUT:\n    st.u32 y[%gid], %k;\n";
+        let code = gen(text, CodegenOptions::default());
+        assert!(code.contains("const hg_u64 hg_t0 = hg_now();"), "{code}");
+        assert_eq!(code.matches("hg_timed_out(").count(), 2, "{code}"); // the prelude's and the loop's
+        assert!(code.contains("if (r0 != 0) { if (((++hg_tick) & 1023u) == 0u && hg_timed_out(hg_flag, hg_rec, hg_kid, hg_t0, hg_tmo)) return; goto L2; }"), "{code}");
+        assert!(code.contains("if (r2) { goto L6; }"), "{code}");
+    }
+
+    #[test]
+    fn error_records_become_errors() {
+        let k =
+            hologram_isa::assemble(".kernel k\n.param .buf.u32 y .rw\n    st.u32 y[%gid], 1;\n")
+                .expect("valid");
+        assert_eq!(launch_error(&k, &[0; 5]), None);
+        assert!(matches!(
+            launch_error(&k, &[ERR_OUT_OF_BOUNDS, 0, 0, 9, 4]),
+            Some(BackendError::OutOfBounds {
+                index: 9,
+                len: 4,
+                ..
+            })
+        ));
+        assert_eq!(
+            launch_error(&k, &[ERR_BARRIER_DIVERGENCE, 0, 3, 8, 5]),
+            Some(BackendError::BarrierDivergence {
+                kernel: "k".into(),
+                block: 3,
+                pcs: vec![5, 8]
+            })
+        );
+        assert_eq!(
+            launch_error(&k, &[ERR_TIMEOUT, 0, 2_500_000_000, 2_000_000_000, 0]),
+            Some(BackendError::LaunchTimeout {
+                kernel: "k".into(),
+                seconds: 2.0,
+                stuck: false
+            })
+        );
+    }
+
+    #[test]
     fn shared_arrays_are_zeroed_by_the_block() {
         let text = ".kernel s\n.param .buf.f32 x .rw\n.shared .f32 t[64]\n    st.f32 t[%tid.x], 1.0;\n    barrier;\n    ld.f32 %v, t[3];\n    st.f32 x[%gid], %v;\n";
         let code = gen(text, CodegenOptions::default());
