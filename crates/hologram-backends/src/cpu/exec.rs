@@ -7,12 +7,13 @@
 //! structured code at its join point. A group at a barrier waits until every live lane of the
 //! block is at that barrier.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use hologram_isa::Special;
 
 use super::compile::{ConstSource, CpuKernel, Slot, XOp};
+use super::deadline::Deadline;
 use super::memops::ArrayView;
 use crate::error::{BackendError, Result};
 
@@ -37,10 +38,6 @@ pub(crate) struct LaunchCtx<'a> {
     /// Set once any batch of the launch failed: the others stop at their next check.
     pub failed: &'a AtomicBool,
 }
-
-/// Backward jumps between two looks at the clock and at [`LaunchCtx::failed`]: rare enough to
-/// cost nothing, frequent enough to notice a timeout within microseconds.
-const TICKS_PER_CHECK: u32 = 256;
 
 // SAFETY: the raw pointers in the views point at buffers kept alive for the whole launch by the
 // caller; blocks only touch them through bounds-checked loads, stores and atomics.
@@ -68,10 +65,8 @@ pub(crate) struct BlockState {
     groups: Vec<Group>,
     spare_masks: Vec<Vec<u8>>,
     block: u64,
-    /// When the running batch times out.
-    deadline: Option<Instant>,
-    /// Backward jumps taken since the batch started.
-    ticks: u32,
+    /// The running batch's clock.
+    deadline: Deadline,
 }
 
 fn fill_slot(file: &mut [u64], lanes: usize, slot: Slot, size: usize, bits: u64) {
@@ -116,8 +111,7 @@ impl BlockState {
             groups: Vec::new(),
             spare_masks: Vec::new(),
             block: 0,
-            deadline: None,
-            ticks: 0,
+            deadline: Deadline::default(),
         };
         st.views = ctx.globals.clone();
         let mut off = 0usize;
@@ -252,8 +246,7 @@ impl BlockState {
     ) -> Result<()> {
         let block = first;
         self.block = block;
-        self.deadline = ctx.timeout.map(|t| Instant::now() + t);
-        self.ticks = 0;
+        self.deadline = Deadline::start(ctx.timeout);
         self.begin_batch(ctx, block);
         while let Some(g) = self.groups.pop() {
             self.spare_masks.push(g.mask);
@@ -361,34 +354,6 @@ impl BlockState {
             array: kernel.array_info(array).0.to_string(),
             index: self.idx[lane] as i128,
             len: self.views[array as usize].len,
-        }
-    }
-
-    /// Counts a backward jump; every [`TICKS_PER_CHECK`] of them, stops the batch if it ran past
-    /// the launch timeout or another batch failed. Every endless loop takes backward jumps, so
-    /// no kernel runs past the timeout unnoticed.
-    #[inline]
-    fn tick(&mut self, ctx: &LaunchCtx<'_>) -> Result<()> {
-        self.ticks = self.ticks.wrapping_add(1);
-        if self.ticks % TICKS_PER_CHECK != 0 {
-            return Ok(());
-        }
-        self.check_time(ctx)
-    }
-
-    #[cold]
-    fn check_time(&self, ctx: &LaunchCtx<'_>) -> Result<()> {
-        if ctx.failed.load(Ordering::Relaxed) {
-            // The launch already failed with another batch's error, which is the one reported.
-            return Err(BackendError::Device(
-                "stopped after another block failed".into(),
-            ));
-        }
-        match (self.deadline, ctx.timeout) {
-            (Some(deadline), Some(timeout)) if Instant::now() >= deadline => {
-                Err(crate::launch::timeout_error(&ctx.k.kernel, timeout, false))
-            }
-            _ => Ok(()),
         }
     }
 
@@ -536,7 +501,7 @@ impl BlockState {
                 XOp::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
                 XOp::Bra { target } => {
                     if *target <= pc {
-                        self.tick(ctx)?;
+                        self.deadline.tick(ctx)?;
                     }
                     if count == group_active {
                         self.groups[gi].pc = *target;
@@ -553,7 +518,7 @@ impl BlockState {
                     // SAFETY: the counter slot holds `lanes` integers of the counter's type.
                     let taken = unsafe { f(lanes, sp(*counter), mask, &mut self.taken) };
                     if taken != 0 && *target <= pc {
-                        self.tick(ctx)?;
+                        self.deadline.tick(ctx)?;
                     }
                     if taken == 0 {
                         self.groups[gi].pc += 1;
@@ -569,7 +534,7 @@ impl BlockState {
                 }
                 XOp::Call { target } => {
                     if *target <= pc {
-                        self.tick(ctx)?;
+                        self.deadline.tick(ctx)?;
                     }
                     let mut stack = self.groups[gi].stack.clone();
                     stack.push(pc + 1);

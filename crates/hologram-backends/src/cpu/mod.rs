@@ -3,9 +3,11 @@
 //! Each block executes instruction by instruction across all of its lanes at once
 //! (structure-of-arrays registers, active masks for divergence), and blocks run in parallel on
 //! rayon's thread pool. Every access to a buffer, shared or scratch array is bounds-checked.
-//! Launches are synchronous.
+//! Launches are synchronous; a batch of blocks that runs past the launch timeout stops the
+//! launch with `LaunchTimeout` (`deadline.rs`).
 
 mod compile;
+mod deadline;
 mod exec;
 mod gemm;
 mod lanes;
