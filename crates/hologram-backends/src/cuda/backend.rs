@@ -439,16 +439,19 @@ impl Backend for CudaBackend {
             vector_map: map_shape.is_some(),
         };
         let mut module = self.variant(k, opts)?;
+        let timeout = config.effective_timeout();
         let shape = match map_shape {
             Some((grid, block, total)) => launch::Shape {
                 grid,
                 block,
                 total: Some(total),
+                timeout,
             },
             None => launch::Shape {
                 grid: config.grid,
                 block: config.block,
                 total: None,
+                timeout,
             },
         };
         let lanes: u64 = shape.block.iter().map(|&b| b as u64).product();
@@ -466,7 +469,6 @@ impl Backend for CudaBackend {
                 });
             }
         }
-        let timeout = config.effective_timeout();
         launch::launch(
             &self.dev,
             module.function,
@@ -475,7 +477,6 @@ impl Backend for CudaBackend {
             args,
             &self.record,
             k.id,
-            timeout,
         )?;
         {
             let mut q = lock(&self.queued);

@@ -129,6 +129,8 @@ pub(crate) struct Shape {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub total: Option<u64>,
+    /// The launch timeout the lanes check (`None`: no limit).
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// Launches `function` with `args` (already checked against `kernel`) on the stream.
@@ -140,7 +142,6 @@ pub(crate) fn launch(
     args: &[KernelArg],
     rec: &ErrorRecord,
     kernel_id: u32,
-    timeout: Option<std::time::Duration>,
 ) -> Result<()> {
     // One u64 per entry parameter; the driver reads each parameter's size from its slot
     // (little-endian, so narrower scalars sit in the low bytes).
@@ -163,7 +164,11 @@ pub(crate) fn launch(
     vals.push(rec.flag.address());
     vals.push(rec.device_rec);
     vals.push(kernel_id as u64);
-    vals.push(timeout.map_or(0, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64));
+    vals.push(
+        shape
+            .timeout
+            .map_or(0, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64),
+    );
     if let Some(total) = shape.total {
         vals.push(total);
     }
