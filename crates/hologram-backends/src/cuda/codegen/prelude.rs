@@ -289,7 +289,8 @@ static __device__ __noinline__ bool hg_timed_out(hg_u32* flag, hg_u64* rec, hg_u
                                                  hg_u64 tmo) {
   if (((volatile hg_u32*)flag)[1] != 0u) return true;
   if (tmo == 0ull) return false;
-  hg_u64 spent = hg_now() - t0;
+  hg_u64 now = hg_now();
+  hg_u64 spent = now > t0 ? now - t0 : 0ull;
   if (spent < tmo) return false;
   atomicExch(flag + 1, 1u);
   hg_record(flag, rec, 3ull, kid, spent, tmo, 0ull);
