@@ -178,6 +178,12 @@ pub struct LaunchConfig {
     /// Check every global access against the bound buffer's length (the default). Turning it
     /// off makes out-of-bounds accesses undefined behaviour on GPUs; the CPU always checks.
     pub bounds_checks: bool,
+    /// How long the launch may run before it is stopped with
+    /// [`BackendError::LaunchTimeout`](crate::BackendError::LaunchTimeout): `None` takes the
+    /// process default ([`launch::default_timeout`](crate::launch::default_timeout): 60 s, or
+    /// `HOLOGRAM_LAUNCH_TIMEOUT_S`), `Some(Duration::ZERO)` turns the limit off. See
+    /// [`launch::TIMEOUT_ENV`](crate::launch::TIMEOUT_ENV) for what each backend measures.
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl LaunchConfig {
@@ -187,7 +193,20 @@ impl LaunchConfig {
             grid: [grid, 1, 1],
             block: [block, 1, 1],
             bounds_checks: true,
+            timeout: None,
         }
+    }
+
+    /// The same launch with its own timeout (`Duration::ZERO`: none).
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The timeout in force for this launch, `None` when there is none.
+    pub fn effective_timeout(&self) -> Option<std::time::Duration> {
+        let t = self.timeout.or_else(crate::launch::default_timeout)?;
+        (!t.is_zero()).then_some(t)
     }
 
     /// A 1-D launch with enough blocks of `block` lanes to cover `n` lanes.

@@ -59,8 +59,8 @@ fn c_type(ty: Type) -> String {
     format!("hg_{}", ty.name())
 }
 
-/// A host program that reads a launch from argv[1], runs it, and writes buffers and the
-/// out-of-bounds record to argv[2].
+/// A host program that reads a launch from argv[1], runs it, and writes buffers and the error
+/// record to argv[2].
 fn host_program(kernel: &Kernel, code: &str, vector_map: bool) -> String {
     let mut args = Vec::new();
     for (i, p) in kernel.params.iter().enumerate() {
@@ -72,7 +72,7 @@ fn host_program(kernel: &Kernel, code: &str, vector_map: bool) -> String {
             ParamKind::Scalar(ty) => args.push(scalar_arg(ty, i)),
         }
     }
-    args.push("&flag, rec, 0u".into());
+    args.push("flag, rec, 0u, tmo".into());
     if vector_map {
         // The vectorized map's last argument: the lanes of the launch it stands for.
         args.push("(hg_u64)total".into());
@@ -90,8 +90,8 @@ int main(int argc, char** argv) {{
   FILE* in = std::fopen(argv[1], "rb");
   if (!in) return 3;
   unsigned int g[3], b[3];
-  unsigned long long total = 0;
-  if (std::fread(g, 4, 3, in) != 3 || std::fread(b, 4, 3, in) != 3 || std::fread(&total, 8, 1, in) != 1) return 4;
+  unsigned long long total = 0, tmo = 0;
+  if (std::fread(g, 4, 3, in) != 3 || std::fread(b, 4, 3, in) != 3 || std::fread(&total, 8, 1, in) != 1 || std::fread(&tmo, 8, 1, in) != 1) return 4;
   const int np = {np};
   std::vector<std::vector<unsigned char>> bufs(np + 1);
   std::vector<unsigned long long> vals(np + 1, 0);
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {{
     if (kind == 0) {{ bufs[i].resize(v + 16); if (v && std::fread(bufs[i].data(), 1, v, in) != v) return 6; }}
   }}
   std::fclose(in);
-  hg_u32 flag = 0; hg_u64 rec[5] = {{0, 0, 0, 0, 0}};
+  hg_u32 flag[2] = {{0, 0}}; hg_u64 rec[5] = {{0, 0, 0, 0, 0}};
   blockDim = {{b[0], b[1], b[2]}}; gridDim = {{g[0], g[1], g[2]}};
   const unsigned int lanes = b[0] * b[1] * b[2];
   for (unsigned int bz = 0; bz < g[2]; bz++) for (unsigned int by = 0; by < g[1]; by++) for (unsigned int bx = 0; bx < g[0]; bx++) {{
@@ -114,6 +114,7 @@ int main(int argc, char** argv) {{
       if (bar) bar->arrive_and_drop();
     }};
     if ({threaded}) {{
+      hg_emu_new_block();
       std::barrier<> bar(lanes);
       std::vector<std::thread> ts;
       for (unsigned int l = 0; l < lanes; l++) ts.emplace_back(lane, l, &bar);
@@ -289,6 +290,10 @@ impl Backend for Emulator {
             input.extend_from_slice(&v.to_le_bytes());
         }
         input.extend_from_slice(&total.to_le_bytes());
+        let tmo = config
+            .effective_timeout()
+            .map_or(0u64, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64);
+        input.extend_from_slice(&tmo.to_le_bytes());
         let mut buffers = Vec::new();
         for arg in args {
             match arg {
@@ -330,7 +335,7 @@ impl Backend for Emulator {
             let s = at + 8 * i;
             *r = u64::from_le_bytes(out[s..s + 8].try_into().expect("8 bytes"));
         }
-        match codegen::oob_error(&k.kernel, &rec) {
+        match codegen::launch_error(&k.kernel, &rec) {
             Some(e) => Err(e),
             None => Ok(()),
         }

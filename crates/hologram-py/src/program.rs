@@ -159,6 +159,7 @@ pub fn run(
         grid: dims(&grid, "grid")?,
         block: dims(&block, "block")?,
         bounds_checks,
+        timeout: None,
     };
     let (exec, kernel) = (exec.clone(), program.canonical.clone());
     nogil(py, move || {

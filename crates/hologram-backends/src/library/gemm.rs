@@ -321,6 +321,7 @@ pub fn generic_gemm<B: Backend + ?Sized>(
         grid,
         block: [TILE, TILE, 1],
         bounds_checks: true,
+        timeout: None,
     };
     backend.launch(&compiled, &config, &args)
 }
