@@ -367,7 +367,10 @@ def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
 
     # Attention traced in its math form (matrix products and a softmax): the fused kernels of
     # each torch backend are single ATen ops with their own backward ops.
-    with sdpa_kernel(SDPBackend.MATH):
+    # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's or
+    # cuDNN's fused kernels, which Hologram cannot run).
+    with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
+            torch.backends.cudnn.flags(enabled=False):
         return aot_module_simplified(
             gm,
             example_inputs,
@@ -384,6 +387,12 @@ def register() -> None:
         from torch._dynamo import register_backend
 
         register_backend(name="hologram")(hologram_backend)
+        # Older PyTorch releases (2.11) leave RNN modules to eager (a graph break) unless this
+        # is set; the hologram backend lowers LSTM cells, so let Dynamo trace them.
+        import torch._dynamo.config as dynamo_config
+
+        if hasattr(dynamo_config, "allow_rnn"):
+            dynamo_config.allow_rnn = True
     except Exception as e:  # noqa: BLE001 - an older or newer torch without this hook
         log.debug("could not register the torch.compile backend: %s", e)
 
