@@ -212,6 +212,32 @@ def bench_case(name, mode, device, small, only_impls, blocks, per_block):
     return results
 
 
+def markdown(report, argv) -> str:
+    """The report as a Markdown table: median ms per step and the ratio to eager (>1: faster)."""
+    impls = ["eager", "hologram", "hologram-step", "inductor", "inductor-ro"]
+    seen = [i for i in impls if any(i in c["results"] for c in report["cases"].values())]
+    machine = report["gpu"] or "CPU"
+    lines = [f"# Whole models: {machine}", "",
+             f"`python bench/models.py {argv}` (torch {report['torch']}, {report['device']}; "
+             f"{'small sizes' if report['small'] else 'the graph-compiler issue sizes'}). Median ms per "
+             "step; in brackets eager / that (above 1: faster than eager).", "",
+             "| case | " + " | ".join(seen) + " | fallbacks |", "|---" * (len(seen) + 2) + "|"]
+    for case, c in report["cases"].items():
+        res, eager = c["results"], c["results"].get("eager", {}).get("median_s")
+        cells = []
+        for i in seen:
+            r = res.get(i)
+            if r is None:
+                cells.append("—")
+            elif "median_s" not in r:
+                cells.append("error")
+            else:
+                ratio = f" ({eager / r['median_s']:.2f}x)" if eager and i != "eager" else ""
+                cells.append(f"{r['median_s'] * 1e3:.3f}{ratio}")
+        lines.append(f"| {case} | " + " | ".join(cells) + f" | {c['hologram_stats']['fallback_nodes']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -221,6 +247,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--per-block", type=int, default=10)
     ap.add_argument("--json", default="")
+    ap.add_argument("--md", default="", help="also write the table as Markdown to this file")
     args = ap.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     cases = [("mlp", "train"), ("mlp_infer64", "infer"), ("gpt", "train"), ("gpt", "infer"),
@@ -262,6 +289,9 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(markdown(report, " ".join(sys.argv[1:])))
     if failed:
         print(f"failed or mismatched: {', '.join(failed)}", file=sys.stderr)
         return 1

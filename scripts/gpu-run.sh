@@ -183,7 +183,7 @@ if [ -n "$WHEEL" ] && python3 -m pip install -q --no-deps --no-compile --target 
     if PYTHONUNBUFFERED=1 step runpy 200 python3 bench/run.py --device cuda --out "$OUT/run-cuda.json"; then s=ok; else s=FAIL; fi
     record "bench/run.py --device cuda" "$s" "$(grep -E '^relu\(a\+b\)\*b +268435456' "$SCRATCH/runpy.out" | sed 's/  */ /g' | tr '\n' ';')"
     # 12b. Whole models: eager, torch.compile(backend="hologram"), compile_step, inductor.
-    if PYTHONUNBUFFERED=1 step models 420 python3 bench/models.py --device cuda --impls "${MODELS_IMPLS:-eager,hologram,hologram-step,inductor}" --blocks 3 --per-block 10 --json "$OUT/models-cuda.json"; then s=ok; else s=FAIL; fi
+    if PYTHONUNBUFFERED=1 step models 420 python3 bench/models.py --device cuda --impls "${MODELS_IMPLS:-eager,hologram,hologram-step,inductor}" --blocks 3 --per-block 10 --json "$OUT/models-cuda.json" --md "$OUT/models-cuda.md"; then s=ok; else s=FAIL; fi
     record "bench/models.py --device cuda" "$s" "$(grep -cE ' (train|infer) ' "$SCRATCH/models.out") cases"
 else
     record "Python tests and bench/run.py" skipped "no wheel in $BUNDLE/wheel"
