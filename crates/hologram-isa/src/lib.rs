@@ -51,8 +51,8 @@ pub use program::{Access, ArrayDecl, Param, ParamKind, Program, RegDecl, Stmt};
 pub use text::{parse, parse_with_source_map, print, ParseError, SourceMap};
 pub use types::Type;
 pub use validate::{
-    validate, Location, ValidationError, ValidationErrorKind, MAX_CALL_DEPTH, MAX_INSTRUCTIONS,
-    MAX_REGISTERS, MAX_SCRATCH_BYTES, MAX_SHARED_BYTES,
+    validate, Location, ValidationError, ValidationErrorKind, MAX_ARRAYS, MAX_CALL_DEPTH,
+    MAX_INSTRUCTIONS, MAX_PARAMS, MAX_REGISTERS, MAX_SCRATCH_BYTES, MAX_SHARED_BYTES,
 };
 
 /// A program that failed to parse or to validate, with its position in the text.

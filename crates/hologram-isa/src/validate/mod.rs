@@ -35,6 +35,11 @@ pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 pub const MAX_SCRATCH_BYTES: usize = 16 * 1024;
 /// Most registers a kernel may use.
 pub const MAX_REGISTERS: usize = 4096;
+/// Most parameters a kernel may declare (GPUs pass parameters in a few kilobytes of constant
+/// memory; the library's fused kernels take a dozen).
+pub const MAX_PARAMS: usize = 1024;
+/// Most `.shared` or `.scratch` arrays of each kind a kernel may declare.
+pub const MAX_ARRAYS: usize = 1024;
 /// Most instructions a kernel may have (about a 100 MB source file; every analysis is linear in
 /// this, and instruction indexes stay far inside `u32`).
 pub const MAX_INSTRUCTIONS: usize = 1 << 22;
@@ -144,6 +149,15 @@ impl<'p> Resolver<'p> {
         let mut arrays = HashMap::new();
         for (i, p) in program.params.iter().enumerate() {
             let loc = Location::Param(i);
+            if i >= MAX_PARAMS {
+                return Err(ValidationError::new(
+                    loc,
+                    K::TooLarge {
+                        what: "parameters",
+                        limit: MAX_PARAMS,
+                    },
+                ));
+            }
             check_ident("parameter", &p.name, loc)?;
             declare(&p.name, loc)?;
             if p.is_buffer() && p.ty() == Type::Pred {
@@ -161,6 +175,15 @@ impl<'p> Resolver<'p> {
         let mut shared_bytes = 0usize;
         for (i, a) in program.shared.iter().enumerate() {
             let loc = Location::Shared(i);
+            if i >= MAX_ARRAYS {
+                return Err(ValidationError::new(
+                    loc,
+                    K::TooLarge {
+                        what: ".shared arrays",
+                        limit: MAX_ARRAYS,
+                    },
+                ));
+            }
             check_ident("array", &a.name, loc)?;
             declare(&a.name, loc)?;
             if a.elem == Type::Pred {
@@ -187,6 +210,15 @@ impl<'p> Resolver<'p> {
         let mut scratch_bytes = 0usize;
         for (i, a) in program.scratch.iter().enumerate() {
             let loc = Location::Scratch(i);
+            if i >= MAX_ARRAYS {
+                return Err(ValidationError::new(
+                    loc,
+                    K::TooLarge {
+                        what: ".scratch arrays",
+                        limit: MAX_ARRAYS,
+                    },
+                ));
+            }
             check_ident("array", &a.name, loc)?;
             declare(&a.name, loc)?;
             if a.elem == Type::Pred {

@@ -230,6 +230,11 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
     if flow.labels.contains(&end) {
         let _ = writeln!(out, "{}:;", label(end));
     }
+    if flow.has_calls() {
+        // Falling off the end ends the lane; only `ret` enters the dispatcher.
+        out.push_str("  return;\n");
+        out.push_str(&control::return_dispatcher(&flow));
+    }
     out.push_str("}\n");
     Ok(out)
 }
@@ -327,7 +332,7 @@ mod tests {
     fn saxpy_has_checked_and_unchecked_forms() {
         let text = ".kernel saxpy\n.param .f32 a\n.param .buf.f32 x\n.param .buf.f32 y .rw\n.param .u32 n\n    mov.u32 %i, %gid;\n    setp.ge.u32 %p, %i, n;\n@%p exit;\n    ld.f32 %x, x[%i];\n    ld.f32 %y, y[%i];\n    fma.f32 %y, a, %x, %y;\n    st.f32 y[%i], %y;\n";
         let checked = gen(text, CodegenOptions::default());
-        assert!(checked.contains("extern \"C\" __global__ void hologram_kernel(hg_f32 p0, hg_f32* p1, hg_u64 n1, hg_f32* p2, hg_u64 n2, hg_u32 p3, hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid)"), "{checked}");
+        assert!(checked.contains("extern \"C\" __global__ void hologram_saxpy(hg_f32 p0, hg_f32* p1, hg_u64 n1, hg_f32* p2, hg_u64 n2, hg_u32 p3, hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid)"), "{checked}");
         assert!(checked.contains("if (hg_x >= n1) { hg_oob(hg_flag, hg_rec, hg_kid, 1u,"));
         assert!(checked.contains("hg_fma_f32(p0, r2, r3)"), "{checked}");
         let unchecked = gen(
@@ -339,7 +344,7 @@ mod tests {
             },
         );
         assert!(!unchecked.contains("hg_x >= n1"));
-        assert!(unchecked.contains("__launch_bounds__(1024) hologram_kernel"));
+        assert!(unchecked.contains("__launch_bounds__(1024) hologram_saxpy"));
     }
 
     #[test]
@@ -352,9 +357,12 @@ mod tests {
         );
         assert!(code.contains("hg_rs[hg_sp++] = 2u; goto L5;"), "{code}");
         assert!(
-            code.contains("case 2u: goto L2; case 3u: goto L3; default: return;"),
+            code.contains("case 2u: goto L2;\n  case 3u: goto L3;\n  default: return;"),
             "{code}"
         );
+        // Every `ret` jumps to the one dispatcher.
+        assert_eq!(code.matches("switch (hg_rs[--hg_sp])").count(), 1, "{code}");
+        assert!(code.contains("goto hg_ret;"), "{code}");
     }
 
     #[test]
