@@ -36,11 +36,17 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
             changed |= body.delete(last);
         }
     }
-    // Results nobody reads: liveness over the interprocedural graph.
+    // Results nobody reads: strong liveness over the interprocedural graph. A pure instruction
+    // whose result is not live is dead, and its own reads do not keep anything alive, so a whole
+    // chain of dead computations (`add %a, %a, 1` repeated, never stored) goes in one pass.
     let flow = Flow::new(body);
     let insts = &flow.insts;
+    let has = |set: &[u64], r: u32| set[r as usize / 64] & (1 << (r % 64)) != 0;
     let live = |x: usize, set: &mut [u64]| {
         let Some(inst) = insts.get(x) else { return };
+        if is_pure(&inst.op) && inst.op.dst().is_some_and(|&d| !has(set, d)) {
+            return;
+        }
         if inst.guard.is_none() {
             if let Some(&d) = inst.op.dst() {
                 set[d as usize / 64] &= !(1 << (d % 64));
@@ -56,7 +62,7 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
         let Some(inst) = insts.get(x) else { return };
         if is_pure(&inst.op) {
             if let Some(&d) = inst.op.dst() {
-                if after[d as usize / 64] & (1 << (d % 64)) == 0 {
+                if !has(after, d) {
                     dead.push(flow.old_index[x]);
                 }
             }
