@@ -21,7 +21,9 @@ mod procedures;
 
 pub use bitset::BitSet;
 pub use postdom::post_dominators;
-pub use procedures::{interprocedural, Procedures, SharedCodeError, SHARED_CODE_FACTOR};
+pub use procedures::{
+    interprocedural, Procedures, SharedCodeError, SHARED_CODE_FACTOR, SHARED_CODE_SLACK,
+};
 
 use crate::inst::{Inst, Op};
 

@@ -176,23 +176,23 @@ mod tests {
             }
             false
         };
-        let mut out = vec![None; n];
-        for x in 0..n {
-            if x == exit || !reaches_exit_avoiding(x, usize::MAX) {
-                continue;
-            }
-            let pdoms: Vec<usize> = (0..n)
-                .filter(|&d| d != x && !reaches_exit_avoiding(x, d))
-                .collect();
-            // The immediate one is post-dominated by all the others.
-            let imm = pdoms.iter().copied().find(|&d| {
-                pdoms
-                    .iter()
-                    .all(|&e| e == d || !reaches_exit_avoiding(d, e))
-            });
-            out[x] = imm.map(|d| d as u32);
-        }
-        out
+        (0..n)
+            .map(|x| {
+                if x == exit || !reaches_exit_avoiding(x, usize::MAX) {
+                    return None;
+                }
+                let pdoms: Vec<usize> = (0..n)
+                    .filter(|&d| d != x && !reaches_exit_avoiding(x, d))
+                    .collect();
+                // The immediate one is post-dominated by all the others.
+                let imm = pdoms.iter().copied().find(|&d| {
+                    pdoms
+                        .iter()
+                        .all(|&e| e == d || !reaches_exit_avoiding(d, e))
+                });
+                imm.map(|d| d as u32)
+            })
+            .collect()
     }
 
     #[test]
