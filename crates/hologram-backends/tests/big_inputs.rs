@@ -290,7 +290,7 @@ fn more_distinct_literals_than_constant_slots_compute_the_same() {
         let cpu = CpuBackend::new();
         let compiled = cpu.compile(&kernel).unwrap();
         let n = 5000u32;
-        let input: Vec<u32> = (0..n).map(|i| i * 2654435761).collect();
+        let input: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2654435761)).collect();
         let y = cpu.allocate(4 * n as usize).unwrap();
         cpu.copy_in(&y, 0, bytemuck::cast_slice(&input)).unwrap();
         let args = [
