@@ -409,6 +409,16 @@ impl BlockState {
             } else {
                 Some(&self.groups[gi].mask)
             };
+            for &(slot, i) in &inst.fills {
+                let size = ctx.k.consts[i as usize].1.size_bytes();
+                fill_slot(
+                    &mut self.file,
+                    lanes,
+                    slot,
+                    size,
+                    ctx.const_bits[i as usize],
+                );
+            }
             let file = self.file.as_mut_ptr();
             // SAFETY (for the slot pointers below): slots index regions inside the file.
             let sp = |s: Slot| unsafe { file.add(s as usize * lanes) as *mut u8 };

@@ -123,13 +123,14 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, ParseError> {
             || (c == '-' && chars.get(i + 1).is_some_and(|d| d.is_ascii_alphanumeric()))
         {
             let mut j = i + 1;
+            // Whether the literal so far has an 'x' (hex: 'e' is a digit, not an exponent).
+            let mut hex = c == 'x' || c == 'X';
             while j < chars.len() {
                 let d = chars[j];
                 let prev = chars[j - 1];
-                let exponent_sign = (d == '+' || d == '-')
-                    && (prev == 'e' || prev == 'E')
-                    && !chars[i..j].iter().any(|&x| x == 'x' || x == 'X');
+                let exponent_sign = (d == '+' || d == '-') && (prev == 'e' || prev == 'E') && !hex;
                 if is_name_char(d) || exponent_sign {
+                    hex |= d == 'x' || d == 'X';
                     j += 1;
                 } else {
                     break;

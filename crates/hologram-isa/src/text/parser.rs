@@ -163,6 +163,7 @@ impl Parser {
             return Err(self.expected("'.kernel NAME' at the start of the program"));
         }
         self.next();
+        self.map.kernel = Some((self.peek().line, self.peek().col));
         let name = self.name("a kernel name")?;
         self.end_of_directive()?;
         let mut prog = Program {

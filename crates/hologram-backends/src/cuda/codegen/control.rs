@@ -3,8 +3,9 @@
 //! The ISA's control flow is unstructured, so the kernel body is a flat list of statements with
 //! a C label `L<pc>` before every jump target and `goto` for branches. `call` pushes the
 //! instruction after it onto a per-lane return stack (its depth is known statically: the
-//! validator rejects recursion) and `ret` pops it and jumps back through a `switch` over every
-//! return site.
+//! validator rejects recursion and bounds the depth) and `ret` jumps to one shared dispatcher at
+//! the end of the body, which pops it and jumps back through a `switch` over every return site
+//! (one switch per kernel, not one per `ret`: the source stays linear in the kernel's size).
 //!
 //! Barriers: every `barrier` jumps to one rendezvous, `HG_SYNC`, after recording its own
 //! position in `hg_bid`. Lanes at different barriers thus still meet at the same
@@ -28,6 +29,21 @@ use std::collections::BTreeSet;
 use hologram_isa::{FenceScope, Kernel, Op};
 
 use super::ctype::reg;
+
+/// The C label of the return dispatcher.
+pub(crate) const RETURN_LABEL: &str = "hg_ret";
+
+/// The return dispatcher (for kernels with calls): pops the return stack and jumps to the
+/// return site; with an empty stack, `ret` ends the lane like `exit`.
+pub(crate) fn return_dispatcher(flow: &Flow) -> String {
+    let mut s =
+        format!("{RETURN_LABEL}:;\n  if (hg_sp == 0u) return;\n  switch (hg_rs[--hg_sp]) {{\n");
+    for site in &flow.return_sites {
+        s.push_str(&format!("  case {site}u: goto {};\n", label(*site)));
+    }
+    s.push_str("  default: return;\n  }\n");
+    s
+}
 
 /// The C label of instruction `pc`.
 pub(crate) fn label(pc: u32) -> String {
@@ -148,14 +164,7 @@ pub(crate) fn statement(
                 label(*target)
             )
         }
-        Op::Ret if flow.has_calls() => {
-            let mut s = String::from("if (hg_sp == 0u) return; switch (hg_rs[--hg_sp]) {");
-            for site in &flow.return_sites {
-                s.push_str(&format!(" case {site}u: goto {};", label(*site)));
-            }
-            s.push_str(" default: return; }");
-            s
-        }
+        Op::Ret if flow.has_calls() => format!("goto {RETURN_LABEL};"),
         Op::Ret | Op::Exit => "return;".to_string(),
         Op::Barrier => format!("hg_bid = {pc}u; goto HG_SYNC;"),
         Op::Fence {

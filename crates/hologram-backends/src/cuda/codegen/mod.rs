@@ -248,6 +248,11 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
         let _ = writeln!(out, "{}:;", label(end));
     }
     out.push_str(&flow.rendezvous());
+    if flow.has_calls() {
+        // Falling off the end ends the lane; only `ret` enters the dispatcher.
+        out.push_str("  return;\n");
+        out.push_str(&control::return_dispatcher(&flow));
+    }
     out.push_str("}\n");
     Ok(out)
 }
@@ -388,9 +393,12 @@ mod tests {
         );
         assert!(code.contains("hg_rs[hg_sp++] = 2u; goto L5;"), "{code}");
         assert!(
-            code.contains("case 2u: goto L2; case 3u: goto L3; default: return;"),
+            code.contains("case 2u: goto L2;\n  case 3u: goto L3;\n  default: return;"),
             "{code}"
         );
+        // Every `ret` jumps to the one dispatcher.
+        assert_eq!(code.matches("switch (hg_rs[--hg_sp])").count(), 1, "{code}");
+        assert!(code.contains("goto hg_ret;"), "{code}");
     }
 
     #[test]
