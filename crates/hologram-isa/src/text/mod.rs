@@ -53,7 +53,7 @@ pub fn decode(bytes: &[u8]) -> Result<&str, ParseError> {
             line,
             col,
             format!(
-                "the text is not UTF-8: byte {offset} (0x{:02x}) does not start a valid UTF-8 sequence; save the file as UTF-8",
+                "the text is not UTF-8: the byte sequence at byte {offset} (0x{:02x}) is invalid; save the file as UTF-8",
                 bytes[offset]
             ),
         )
