@@ -28,9 +28,22 @@ impl ParseError {
         ParseError {
             line,
             col,
-            message: message.into(),
+            message: shorten(message.into()),
         }
     }
+}
+
+/// Messages quote the program's text; a megabyte literal or name is quoted by its ends.
+pub(crate) fn shorten(message: String) -> String {
+    const HEAD: usize = 160;
+    const TAIL: usize = 80;
+    let count = message.chars().count();
+    if count <= HEAD + TAIL + 40 {
+        return message;
+    }
+    let head: String = message.chars().take(HEAD).collect();
+    let tail: String = message.chars().skip(count - TAIL).collect();
+    format!("{head}... ({} characters) ...{tail}", count - HEAD - TAIL)
 }
 
 /// The text of `.hasm` source given as bytes. A file that is not UTF-8 is an error that says
