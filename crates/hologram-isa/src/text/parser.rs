@@ -204,7 +204,7 @@ impl<'a> Parser<'a> {
             self.next();
             match *d {
                 ".param" => {
-                    let tag = self.peek().clone();
+                    let tag = *self.peek();
                     let kind = match &tag.tok {
                         Tok::Directive(s) if s.starts_with(".buf.") => {
                             let ty = Type::from_name(&s[5..]).ok_or_else(|| {
