@@ -2,7 +2,8 @@
 //!
 //! Inputs are mutations of every conformance program (bit flips, token swaps, line deletions,
 //! duplications and splices from other programs, huge literals, bytes that are not UTF-8, call
-//! chains, deep nests) and random programs built from scratch. For each one:
+//! chains, deep nests, piles of declarations, subroutines falling into one another) and random
+//! programs built from scratch. For each one:
 //! - assembling never panics, and a rejection says where (`line:col:`);
 //! - an accepted kernel prints and parses back to the same program;
 //! - its canonical form printed and assembled again has the same digest (text -> kernel ->
@@ -147,7 +148,7 @@ fn lines(text: &[u8]) -> Vec<Vec<u8>> {
 
 /// One mutation of `text`.
 fn mutate(rng: &mut Rng, text: &mut Vec<u8>, corpus: &[(String, Vec<u8>)], words: &[String]) {
-    match rng.below(12) {
+    match rng.below(14) {
         0 if !text.is_empty() => {
             let i = rng.below(text.len());
             text[i] ^= 1 << rng.below(8);
@@ -240,6 +241,36 @@ fn mutate(rng: &mut Rng, text: &mut Vec<u8>, corpus: &[(String, Vec<u8>)], words
                 l[..cut].concat().len()
             };
             text.splice(at..at, nest(depth, barrier).into_bytes());
+        }
+        11 => {
+            // Many declarations after the `.kernel` line (past the limits, sometimes).
+            let count = 1 + rng.below(1500);
+            let decls: String = (0..count)
+                .map(|k| match k % 3 {
+                    0 => format!(".param .u32 zq{k}\n"),
+                    1 => format!(".reg .u32 %zr{k}\n"),
+                    _ => format!(".shared .u8 zs{k}[{}]\n", 1 + k % 64),
+                })
+                .collect();
+            let at = text
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(text.len(), |i| i + 1);
+            text.splice(at..at, decls.into_bytes());
+        }
+        12 => {
+            // Subroutines that fall into one another: each body is the rest of the run.
+            let count = 1 + rng.below(3000);
+            let mut s = String::new();
+            for k in 0..count {
+                s.push_str(&format!("    call ZF{k};\n"));
+            }
+            s.push_str("    exit;\n");
+            for k in 0..count {
+                s.push_str(&format!("ZF{k}:\n    add.u32 %zf, %zf, 1;\n"));
+            }
+            s.push_str("    ret;\n");
+            text.extend(s.into_bytes());
         }
         _ => {
             // Truncate.

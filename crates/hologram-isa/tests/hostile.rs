@@ -108,6 +108,25 @@ fn subroutines_that_fall_into_each_other_are_bounded() {
 }
 
 #[test]
+fn the_first_error_in_the_text_wins() {
+    // A bad character after a syntax error: the syntax error is first.
+    let err = assemble(".kernel k\n    add.u32 %a 1;\n    $\n").unwrap_err();
+    assert!(err.to_string().starts_with("2:16: expected ','"), "{err}");
+    // A bad character before one: the character.
+    let err = assemble(".kernel k\n    $\n    add.u32 %a 1;\n").unwrap_err();
+    assert!(
+        err.to_string().starts_with("2:5: unexpected character '$'"),
+        "{err}"
+    );
+    // A bad character where a program could end.
+    let err = assemble(".kernel k\n    exit;\n$").unwrap_err();
+    assert!(
+        err.to_string().starts_with("3:1: unexpected character"),
+        "{err}"
+    );
+}
+
+#[test]
 fn memory_limits_point_at_the_declaration_that_goes_over() {
     let text =
         ".kernel k\n.shared .f32 a[8192]\n.shared .f32 b[8192]\n.scratch .u8 c[100]\n    exit;\n";
@@ -177,8 +196,14 @@ fn huge_literals_and_names_are_rejected_with_a_position() {
     let digits = "9".repeat(1 << 20);
     let text = format!(".kernel k\n.param .buf.u32 y .rw\n    st.u32 y[0], {digits};\n");
     assert!(assemble(&text).unwrap_err().to_string().starts_with("3:"));
-    // A 1 MB label name is just a name.
+    // A 1 MB label name is just a name; an unknown one is quoted briefly.
     let name = "L".repeat(1 << 20);
     let text = format!(".kernel k\n    bra {name};\n{name}:\n    exit;\n");
     assemble(&text).unwrap();
+    let text = format!(".kernel k\n    bra {name};\n    exit;\n");
+    let err = assemble(&text).unwrap_err().to_string();
+    assert!(
+        err.starts_with("2:5: unknown label") && err.len() < 400,
+        "{err}"
+    );
 }

@@ -28,9 +28,22 @@ impl ParseError {
         ParseError {
             line,
             col,
-            message: message.into(),
+            message: shorten(message.into()),
         }
     }
+}
+
+/// Messages quote the program's text; a megabyte literal or name is quoted by its ends.
+pub(crate) fn shorten(message: String) -> String {
+    const HEAD: usize = 160;
+    const TAIL: usize = 80;
+    let count = message.chars().count();
+    if count <= HEAD + TAIL + 40 {
+        return message;
+    }
+    let head: String = message.chars().take(HEAD).collect();
+    let tail: String = message.chars().skip(count - TAIL).collect();
+    format!("{head}... ({} characters) ...{tail}", count - HEAD - TAIL)
 }
 
 /// The text of `.hasm` source given as bytes. A file that is not UTF-8 is an error that says
@@ -53,7 +66,7 @@ pub fn decode(bytes: &[u8]) -> Result<&str, ParseError> {
             line,
             col,
             format!(
-                "the text is not UTF-8: byte {offset} (0x{:02x}) does not start a valid UTF-8 sequence; save the file as UTF-8",
+                "the text is not UTF-8: the byte sequence at byte {offset} (0x{:02x}) is invalid; save the file as UTF-8",
                 bytes[offset]
             ),
         )

@@ -159,6 +159,7 @@ impl ValidationError {
                 msg.push_str(&format!(" (the divergent branch is at {l}:{c})"));
             }
         }
+        let msg = crate::text::shorten(msg);
         match self.location.position(map) {
             Some((l, c)) => format!("{l}:{c}: {msg}"),
             None => format!("{}: {msg}", self.location),
