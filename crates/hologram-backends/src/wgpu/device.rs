@@ -185,29 +185,40 @@ impl Gpu {
                 *slot = Some(res.map_err(|e| e.to_string()));
             }
         });
-        match self.device.poll(::wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: limit,
-        }) {
-            Ok(_) => self.check_fault()?,
-            Err(::wgpu::PollError::Timeout) => {
-                return Err(BackendError::LaunchTimeout {
-                    kernel: String::new(),
-                    seconds: limit.unwrap_or_default().as_secs_f64(),
-                    stuck: true,
-                })
+        // Another thread's poll may run this buffer's callback (wgpu calls callbacks from
+        // whichever thread polls): poll until the callback has run, within the limit.
+        let started = std::time::Instant::now();
+        let status = loop {
+            match self.device.poll(::wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: limit,
+            }) {
+                Ok(_) => self.check_fault()?,
+                Err(::wgpu::PollError::Timeout) => {
+                    return Err(BackendError::LaunchTimeout {
+                        kernel: String::new(),
+                        seconds: limit.unwrap_or_default().as_secs_f64(),
+                        stuck: true,
+                    })
+                }
+                Err(e) => {
+                    return Err(BackendError::Device(format!(
+                        "waiting for the GPU failed: {e}"
+                    )))
+                }
             }
-            Err(e) => {
-                return Err(BackendError::Device(format!(
-                    "waiting for the GPU failed: {e}"
-                )))
+            if let Some(status) = result.lock().ok().and_then(|mut s| s.take()) {
+                break status;
             }
-        }
-        let status = result.lock().ok().and_then(|mut s| s.take());
-        match status {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return Err(BackendError::Device(format!("mapping failed: {e}"))),
-            None => return Err(BackendError::Device("mapping did not complete".into())),
+            // (Without a limit, a callback that has not run a minute after the GPU went idle
+            // never will.)
+            if started.elapsed() > limit.unwrap_or(std::time::Duration::from_secs(60)) {
+                return Err(BackendError::Device("mapping did not complete".into()));
+            }
+            std::thread::yield_now();
+        };
+        if let Err(e) = status {
+            return Err(BackendError::Device(format!("mapping failed: {e}")));
         }
         let bytes = {
             let view = staging
