@@ -328,7 +328,7 @@ mod tests {
     fn saxpy_has_checked_and_unchecked_forms() {
         let text = ".kernel saxpy\n.param .f32 a\n.param .buf.f32 x\n.param .buf.f32 y .rw\n.param .u32 n\n    mov.u32 %i, %gid;\n    setp.ge.u32 %p, %i, n;\n@%p exit;\n    ld.f32 %x, x[%i];\n    ld.f32 %y, y[%i];\n    fma.f32 %y, a, %x, %y;\n    st.f32 y[%i], %y;\n";
         let checked = gen(text, CodegenOptions::default());
-        assert!(checked.contains("extern \"C\" __global__ void hologram_kernel(hg_f32 p0, hg_f32* p1, hg_u64 n1, hg_f32* p2, hg_u64 n2, hg_u32 p3, hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid)"), "{checked}");
+        assert!(checked.contains("extern \"C\" __global__ void hologram_saxpy(hg_f32 p0, hg_f32* p1, hg_u64 n1, hg_f32* p2, hg_u64 n2, hg_u32 p3, hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid)"), "{checked}");
         assert!(checked.contains("if (hg_x >= n1) { hg_oob(hg_flag, hg_rec, hg_kid, 1u,"));
         assert!(checked.contains("hg_fma_f32(p0, r2, r3)"), "{checked}");
         let unchecked = gen(
@@ -340,7 +340,7 @@ mod tests {
             },
         );
         assert!(!unchecked.contains("hg_x >= n1"));
-        assert!(unchecked.contains("__launch_bounds__(1024) hologram_kernel"));
+        assert!(unchecked.contains("__launch_bounds__(1024) hologram_saxpy"));
     }
 
     #[test]
