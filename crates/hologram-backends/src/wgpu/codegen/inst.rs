@@ -75,6 +75,11 @@ impl Gen<'_> {
                 let e = self.convert(*to, *from, &v);
                 self.line(&format!("r{dst} = {e};"));
             }
+            Op::Bitcast { to, from, dst, src } => {
+                let v = o(self, src, *from);
+                let e = super::bitcast::bitcast(*to, *from, &v);
+                self.line(&format!("r{dst} = {e};"));
+            }
             Op::Unary { op, ty, dst, src } => {
                 let a = o(self, src, *ty);
                 let e = unary(*op, *ty, &a, self.opts.float64);

@@ -17,6 +17,7 @@
 //!   (uniform control flow: every lane of the workgroup runs every phase).
 
 pub mod arrays;
+mod bitcast;
 mod blocks;
 mod convert;
 mod fma;
@@ -193,7 +194,7 @@ fn check_support(kernel: &Kernel, opts: &CodegenOptions) -> Result<(), CodegenEr
     types.extend(kernel.scratch.iter().map(|a| a.elem));
     for inst in &kernel.insts {
         match &inst.op {
-            Op::Cvt { to, from, .. } => types.extend([*to, *from]),
+            Op::Cvt { to, from, .. } | Op::Bitcast { to, from, .. } => types.extend([*to, *from]),
             op => types.extend(op.dst_type()),
         }
     }
