@@ -187,7 +187,8 @@ impl Procedures {
 ///
 /// A value is *varying* when it comes from `%tid.*`, `%gid*` or an atomic, or from a varying value,
 /// or is written under varying control. A branch (or `loop`, or guarded `ret`) on a varying
-/// condition opens a divergent region that lasts until its immediate post-dominator. A barrier
+/// condition opens a divergent region that lasts until its immediate post-dominator (where the
+/// lanes that are still alive meet again: lanes that exit are not waited for). A barrier
 /// inside such a region, a barrier guarded by a varying predicate, or a call from such a region
 /// to a procedure containing a barrier, is rejected. Values loaded from memory are not assumed
 /// to vary, so only provable divergence is reported.
@@ -201,7 +202,36 @@ fn check_divergent_barriers(
         return Ok(());
     }
     let n = k.insts.len();
-    let ipdom = cfg::post_dominators(intra);
+    // Lanes that exit are not waited for at a barrier. So a lane that takes a guarded `exit` is
+    // simply gone (the graph keeps only the edge of the lanes that stay), and a path that exits
+    // before any barrier, away from every barrier, does not count when finding where the lanes of
+    // a branch meet again. (Lanes that branch past a barrier and exit later still make it
+    // divergent: they are live while the others wait.)
+    let with_barrier = procs.contains_barrier(k);
+    let mut lanes = Cfg {
+        succ: intra.succ.clone(),
+    };
+    let mut waits = BitSet::new(n + 1);
+    for (pc, inst) in k.insts.iter().enumerate() {
+        let waits_here = match inst.op {
+            Op::Barrier => true,
+            Op::Call { target } => with_barrier[procs.index_of(target as usize)],
+            _ => false,
+        };
+        if waits_here {
+            waits.insert(pc);
+        }
+        if matches!(inst.op, Op::Exit) && inst.guard.is_some() {
+            lanes.succ[pc].retain(|&s| s != n);
+        }
+    }
+    let before = cfg::cannot_reach(&lanes, &waits);
+    let after = lanes.reach(&waits.iter().collect::<Vec<_>>(), None);
+    let mut gone = BitSet::new(n + 1);
+    for v in before.iter().filter(|&v| !after.contains(v)) {
+        gone.insert(v);
+    }
+    let ipdom = cfg::post_dominators_ignoring(&lanes, &gone);
     let mut varying = BitSet::new(k.regs.len());
     let mut divergent = BitSet::new(n + 1);
     // Which branch made each divergent instruction divergent (for the message).
@@ -238,7 +268,7 @@ fn check_divergent_barriers(
                 _ => false,
             };
             if branch_varying {
-                let region = intra.reach(&intra.succ[pc].clone(), ipdom[pc]);
+                let region = lanes.reach(&lanes.succ[pc].clone(), ipdom[pc]);
                 for m in region.iter().filter(|&m| m < n) {
                     if divergent.insert(m) {
                         cause[m] = Some(pc);
@@ -263,7 +293,6 @@ fn check_divergent_barriers(
             break;
         }
     }
-    let with_barrier = procs.contains_barrier(k);
     for (pc, inst) in k.insts.iter().enumerate() {
         let guard_varying = inst
             .guard

@@ -111,9 +111,42 @@ pub(crate) fn intra(k: &Kernel) -> Cfg {
     Cfg { succ }
 }
 
+/// Nodes from which no node of `targets` can be reached (reverse reachability; linear).
+pub(crate) fn cannot_reach(cfg: &Cfg, targets: &BitSet) -> BitSet {
+    let total = cfg.succ.len();
+    let mut pred: Vec<Vec<usize>> = vec![Vec::new(); total];
+    for (n, ss) in cfg.succ.iter().enumerate() {
+        for &s in ss {
+            pred[s].push(n);
+        }
+    }
+    let mut reaches = BitSet::new(total);
+    let mut stack: Vec<usize> = targets.iter().filter(|&t| t < total).collect();
+    for &t in &stack {
+        reaches.insert(t);
+    }
+    while let Some(n) = stack.pop() {
+        for &p in &pred[n] {
+            if reaches.insert(p) {
+                stack.push(p);
+            }
+        }
+    }
+    let mut out = BitSet::new(total);
+    for n in (0..total).filter(|&n| !reaches.contains(n)) {
+        out.insert(n);
+    }
+    out
+}
+
 /// Immediate post-dominator of every node (None for the exit and for nodes that never reach it),
-/// by the Cooper–Harvey–Kennedy iteration on the reversed graph.
-pub(crate) fn post_dominators(cfg: &Cfg) -> Vec<Option<usize>> {
+/// by the Cooper–Harvey–Kennedy iteration on the reversed graph, where paths through `ignored`
+/// nodes do not count: a node's post-dominator
+/// is where its paths that avoid `ignored` meet (the exit, for a node outside `ignored` whose
+/// every path enters it). With the nodes that reach no barrier ignored, this is where the lanes
+/// that will still wait at a barrier meet again: lanes that exit without another barrier are not
+/// waited for.
+pub(crate) fn post_dominators_ignoring(cfg: &Cfg, ignored: &BitSet) -> Vec<Option<usize>> {
     let total = cfg.succ.len();
     let exit = cfg.exit();
     let mut preds_rev: Vec<Vec<usize>> = vec![Vec::new(); total]; // successors in reversed graph
@@ -166,12 +199,16 @@ pub(crate) fn post_dominators(cfg: &Cfg) -> Vec<Option<usize>> {
             // In the reversed graph, predecessors of n are n's successors in the CFG.
             let mut new: Option<usize> = None;
             for &s in &cfg.succ[n] {
-                if idom[s].is_some() {
+                if idom[s].is_some() && !ignored.contains(s) {
                     new = Some(match new {
                         None => s,
                         Some(cur) => intersect(&idom, s, cur),
                     });
                 }
+            }
+            if new.is_none() && !ignored.contains(n) && !cfg.succ[n].is_empty() {
+                // Every path from here enters an ignored node.
+                new = Some(exit);
             }
             if new.is_some() && idom[n] != new {
                 idom[n] = new;
@@ -195,7 +232,7 @@ mod tests {
     fn diamond() {
         // 0 -> 1, 2; 1 -> 3; 2 -> 3; 3 -> 4 (exit)
         let g = cfg(vec![vec![1, 2], vec![3], vec![3], vec![4], vec![]]);
-        let pd = post_dominators(&g);
+        let pd = post_dominators_ignoring(&g, &BitSet::new(g.succ.len()));
         assert_eq!(pd, vec![Some(3), Some(3), Some(3), Some(4), None]);
     }
 
@@ -203,7 +240,7 @@ mod tests {
     fn infinite_loop_has_no_post_dominator() {
         // 0 -> 1; 1 -> 1
         let g = cfg(vec![vec![1], vec![1], vec![]]);
-        let pd = post_dominators(&g);
+        let pd = post_dominators_ignoring(&g, &BitSet::new(g.succ.len()));
         assert_eq!(pd, vec![None, None, None]);
     }
 
