@@ -141,11 +141,9 @@ pub(crate) fn cannot_reach(cfg: &Cfg, targets: &BitSet) -> BitSet {
 
 /// Immediate post-dominator of every node (None for the exit and for nodes that never reach it),
 /// by the Cooper–Harvey–Kennedy iteration on the reversed graph, where paths through `ignored`
-/// nodes do not count: a node's post-dominator
-/// is where its paths that avoid `ignored` meet (the exit, for a node outside `ignored` whose
-/// every path enters it). With the nodes that reach no barrier ignored, this is where the lanes
-/// that will still wait at a barrier meet again: lanes that exit without another barrier are not
-/// waited for.
+/// nodes do not count: a node's post-dominator is where its paths that avoid `ignored` meet (the
+/// exit, for a node outside `ignored` whose every path enters it). The barrier check ignores the
+/// paths on which lanes exit before and away from every barrier.
 pub(crate) fn post_dominators_ignoring(cfg: &Cfg, ignored: &BitSet) -> Vec<Option<usize>> {
     let total = cfg.succ.len();
     let exit = cfg.exit();
