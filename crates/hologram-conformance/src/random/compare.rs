@@ -110,8 +110,24 @@ pub fn compare(case: &Case, backends: &[&dyn Backend]) -> Vec<Difference> {
 /// [`compare`] where each backend runs its own form of one program (the same spec: e.g. the
 /// canonical form on one, the program as written on another).
 pub fn compare_each(runs: &[(&Case, &dyn Backend)]) -> Vec<Difference> {
-    let results: Vec<Result<Run, Outcome>> =
-        runs.iter().map(|(case, b)| execute(case, *b)).collect();
+    compare_timed(runs, &mut vec![std::time::Duration::ZERO; runs.len()])
+}
+
+/// [`compare_each`], adding the time each run took to `spent` (one entry per run).
+pub fn compare_timed(
+    runs: &[(&Case, &dyn Backend)],
+    spent: &mut [std::time::Duration],
+) -> Vec<Difference> {
+    let results: Vec<Result<Run, Outcome>> = runs
+        .iter()
+        .zip(spent.iter_mut())
+        .map(|((case, b), t)| {
+            let start = std::time::Instant::now();
+            let r = execute(case, *b);
+            *t += start.elapsed();
+            r
+        })
+        .collect();
     let Some(((case, _), Ok(reference))) = runs.first().zip(results.first()) else {
         let what = match results.first() {
             Some(Err(o)) => format!("the reference could not run it: {o:?}"),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use hologram_compiler::Canonical;
 
-pub use compare::{compare, compare_each, Difference};
+pub use compare::{compare, compare_each, compare_timed, Difference};
 
 use crate::Case;
 
