@@ -5,7 +5,8 @@
 //!
 //! `random_programs_agree_on_every_backend` runs `HOLOGRAM_DIFF_PROGRAMS` programs (default
 //! 1000) from seed `HOLOGRAM_DIFF_SEED` on (default: a new one each run, printed). It is slow, so
-//! ignored by default; scripts/test.sh runs it with `--ignored`. A program on which backends
+//! ignored by default; scripts/test.sh runs it with `--release --ignored` (about a minute on two
+//! cores; unoptimized, naga's WGSL front end makes it several times slower). A program on which backends
 //! differ is written to `target/differential-failures/` as a `.hasm`/`.json` pair: copy the pair
 //! to `tests/differential/` and `kept_programs_agree_on_every_backend` checks it on every run.
 //!
@@ -183,8 +184,17 @@ fn random_programs_agree_on_every_backend() {
 
     let mut failures = Vec::new();
     let mut spent = vec![Duration::ZERO; lineup.names().len()];
+    // The slowest program on each backend, to see where the time goes.
+    let mut slowest = vec![(Duration::ZERO, 0u64); spent.len()];
     for (r, case) in randoms.iter().zip(&cases) {
+        let before = spent.clone();
         let problems = lineup.check(case, &mut spent);
+        for (i, s) in slowest.iter_mut().enumerate() {
+            let t = spent[i] - before[i];
+            if t > s.0 {
+                *s = (t, r.seed);
+            }
+        }
         if !problems.is_empty() {
             let dir = failures_dir();
             let _ = std::fs::create_dir_all(&dir);
@@ -215,8 +225,8 @@ fn random_programs_agree_on_every_backend() {
         stats.library_launches,
         failures.len()
     );
-    for (name, t) in lineup.names().iter().zip(&spent) {
-        println!("  {name:<36} {t:.1?}");
+    for ((name, t), (worst, seed)) in lineup.names().iter().zip(&spent).zip(&slowest) {
+        println!("  {name:<36} {t:>9.1?}  (slowest: seed {seed}, {worst:.1?})");
     }
     if let Some(e) = &lineup.emu {
         e.clean_up();
