@@ -179,3 +179,55 @@ def diff_float_cancel_f32():
 @test
 def diff_float_cancel_f64():
     return cancel_test("diff_float_cancel_f64", "f64")
+
+
+@test
+def diff_select_signed_zero():
+    hasm = """// selp between float literals that include a signed zero (-0.0 or 1.0, 0.0 or -1.0, -0.0 or 0.0) on a predicate that varies by lane, for f32, f64 and f16 (Mesa turned select(1.0, -0.0, p) into a conversion that gives +0.0)
+.kernel diff_select_signed_zero
+.param .buf.i32 x
+.param .buf.f32 o32 .rw
+.param .buf.f64 o64 .rw
+.param .buf.f16 o16 .rw
+    mov.u32 %i, %gid;
+    ld.i32 %v, x[%i];
+    setp.lt.i32 %p, %v, 0;
+    mul.u32 %o, %i, 3;
+    add.u32 %o1, %o, 1;
+    add.u32 %o2, %o, 2;
+    selp.f32 %a, -0.0, 1.0, %p;
+    st.f32 o32[%o], %a;
+    selp.f32 %b, 0.0, -1.0, %p;
+    st.f32 o32[%o1], %b;
+    selp.f32 %c, -0.0, 0.0, %p;
+    st.f32 o32[%o2], %c;
+    selp.f64 %d, -0.0, 1.0, %p;
+    st.f64 o64[%o], %d;
+    selp.f64 %e, 1.0, -0.0, %p;
+    st.f64 o64[%o1], %e;
+    selp.f64 %f, 0.0, -0.0, %p;
+    st.f64 o64[%o2], %f;
+    selp.f16 %g, -0.0, 1.0, %p;
+    st.f16 o16[%o], %g;
+    selp.f16 %h, 1.0, -0.0, %p;
+    st.f16 o16[%o1], %h;
+    selp.f16 %k, -1.0, 0.0, %p;
+    st.f16 o16[%o2], %k;
+"""
+    n = 64
+    T = Test("diff_select_signed_zero", "select between float literals with a signed zero", hasm, [1, 1, 1], [n, 1, 1])
+    x = [int(v) for v in T.rng.integers(-100, 100, n)]
+    T.buf("x", x)
+    T.fill("o32", 7.0, 3 * n)
+    T.fill("o64", 7.0, 3 * n)
+    T.fill("o16", 7.0, 3 * n)
+    o32, o64, o16 = [], [], []
+    for v in x:
+        p = v < 0
+        o32 += [-0.0 if p else 1.0, 0.0 if p else -1.0, -0.0 if p else 0.0]
+        o64 += [-0.0 if p else 1.0, 1.0 if p else -0.0, 0.0 if p else -0.0]
+        o16 += [-0.0 if p else 1.0, 1.0 if p else -0.0, -1.0 if p else 0.0]
+    T.out("o32", o32)
+    T.out("o64", o64)
+    T.out("o16", o16)
+    return T

@@ -11,7 +11,8 @@
 //! to `tests/differential/` and `kept_programs_agree_on_every_backend` checks it on every run.
 //!
 //! Lavapipe must be present unless `HOLOGRAM_WGPU_TESTS=skip`; the emulation needs `c++` and is
-//! skipped without it unless `HOLOGRAM_REQUIRE_EMULATION=1`.
+//! skipped without it unless `HOLOGRAM_REQUIRE_EMULATION=1`. Built with `--features cuda` on a
+//! machine with an NVIDIA GPU, the real CUDA backend runs every program too.
 
 mod common;
 
@@ -66,6 +67,18 @@ struct Lineup {
     interp: CpuBackend,
     wgpu: Option<WgpuBackend>,
     emu: Option<Emulator>,
+    /// The real CUDA backend, with the `cuda` feature on a machine with a GPU.
+    cuda: Option<Box<dyn Backend>>,
+}
+
+/// The CUDA backend, where this build has it and a GPU answers.
+fn cuda() -> Option<Box<dyn Backend>> {
+    #[cfg(feature = "cuda")]
+    match hologram_backends::cuda::CudaBackend::new() {
+        Ok(b) => return Some(Box::new(b)),
+        Err(e) => println!("CUDA backend not used: {e}"),
+    }
+    None
 }
 
 impl Lineup {
@@ -75,6 +88,16 @@ impl Lineup {
             interp: CpuBackend::interpreter_only(),
             wgpu: lavapipe(),
             emu: emulator(),
+            cuda: cuda(),
+        }
+    }
+
+    /// A fresh wgpu device: the backend keeps every pipeline it built, and on lavapipe each
+    /// holds its compiled code (megabytes), so a long run opens a new device now and then.
+    fn refresh_wgpu(&mut self) {
+        if self.wgpu.is_some() {
+            self.wgpu = None;
+            self.wgpu = lavapipe();
         }
     }
 
@@ -111,6 +134,9 @@ impl Lineup {
         if self.emu.is_some() {
             v.push("cuda (emulated)");
         }
+        if self.cuda.is_some() {
+            v.push("cuda");
+        }
         v
     }
 
@@ -133,6 +159,9 @@ impl Lineup {
         }
         if let Some(e) = &self.emu {
             runs.push((case, e));
+        }
+        if let Some(c) = &self.cuda {
+            runs.push((case, c.as_ref()));
         }
         let names = self.names();
         compare_timed(&runs, spent)
@@ -175,7 +204,7 @@ fn random_programs_agree_on_every_backend() {
         .iter()
         .map(|r| r.case().unwrap_or_else(|e| panic!("{e}\n{}", r.text)))
         .collect();
-    let lineup = Lineup::new();
+    let mut lineup = Lineup::new();
     lineup.prebuild(&cases);
     println!(
         "generated and compiled for the emulation in {:.1?}",
@@ -186,7 +215,10 @@ fn random_programs_agree_on_every_backend() {
     let mut spent = vec![Duration::ZERO; lineup.names().len()];
     // The slowest program on each backend, to see where the time goes.
     let mut slowest = vec![(Duration::ZERO, 0u64); spent.len()];
-    for (r, case) in randoms.iter().zip(&cases) {
+    for (i, (r, case)) in randoms.iter().zip(&cases).enumerate() {
+        if i > 0 && i % 100 == 0 {
+            lineup.refresh_wgpu();
+        }
         let before = spent.clone();
         let problems = lineup.check(case, &mut spent);
         for (i, s) in slowest.iter_mut().enumerate() {

@@ -162,7 +162,14 @@ impl Gen<'_> {
                 b,
                 cond,
             } => {
-                let (a, b, c) = (o(self, a, *ty), o(self, b, *ty), o(self, cond, Type::Pred));
+                // Mesa turns `select(1.0, -0.0, p)` into a bool-to-float conversion that gives
+                // +0.0: float literals of a select are formed at run time.
+                let shield = ty.is_float();
+                let (a, b, c) = (
+                    self.operand(a, *ty, opaque || shield),
+                    self.operand(b, *ty, opaque || shield),
+                    o(self, cond, Type::Pred),
+                );
                 self.line(&format!("r{dst} = select({b}, {a}, {c});"));
             }
             Op::Ld { dst, mem, .. } => {
