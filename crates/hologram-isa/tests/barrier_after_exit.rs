@@ -28,3 +28,20 @@ fn a_barrier_that_live_lanes_skip_is_still_rejected() {
         other => panic!("expected a divergent barrier, got {other:?}"),
     }
 }
+
+#[test]
+fn a_guarded_ret_at_the_top_level_ends_lanes_like_exit() {
+    let body = "    setp.lt.u32 %p, %tid.x, 4;\n@%p bra END;\n    setp.gt.u32 %q, %tid.x, 9;\n@%q ret;\nEND:\n    barrier;\n    st.u32 y[%tid.x], 2;\n";
+    assemble(&format!("{HEAD}{body}")).expect("valid");
+    // In a subroutine, ret returns to the caller: lanes that skip the barrier go on running.
+    let body = "    call SUB;\n    exit;\nSUB:\n    setp.lt.u32 %p, %tid.x, 4;\n@%p ret;\n    barrier;\n    ret;\n";
+    match assemble(&format!("{HEAD}{body}")) {
+        Err(AsmError::Invalid { error, .. }) => {
+            assert!(matches!(
+                error.kind,
+                ValidationErrorKind::DivergentBarrier { .. }
+            ))
+        }
+        other => panic!("expected a divergent barrier, got {other:?}"),
+    }
+}

@@ -24,12 +24,14 @@ const SCRATCH: u32 = 8;
 /// Counters of `hist` and `histi`.
 const HIST: u32 = 16;
 
-const ALL_TYPES: [Type; 10] = [
+const ALL_TYPES: [Type; 12] = [
     Type::U32,
     Type::I32,
     Type::F32,
     Type::F64,
     Type::U8,
+    Type::I8,
+    Type::U16,
     Type::I16,
     Type::I64,
     Type::U64,
@@ -104,6 +106,8 @@ impl Gen<'_> {
         let r = &mut *self.rng;
         let s: &str = match ty {
             Type::U8 => return r.below(256).to_string(),
+            Type::I8 => *r.pick(&["0", "1", "-1", "127", "-128", "5", "-77"]),
+            Type::U16 => *r.pick(&["0", "1", "65535", "256", "4097", "3"]),
             Type::I16 => *r.pick(&["0", "1", "-1", "7", "-300", "32767", "-32768", "255"]),
             Type::U32 => *r.pick(&["0", "1", "2", "3", "7", "31", "255", "4294967295", "65537"]),
             Type::I32 => *r.pick(&[
@@ -160,6 +164,8 @@ impl Gen<'_> {
                 }
                 Type::I32 => return "k".into(),
                 Type::F32 => return "s".into(),
+                Type::F64 => return "d".into(),
+                Type::I64 => return "q".into(),
                 _ => {}
             }
         }
@@ -433,8 +439,18 @@ impl Gen<'_> {
                     self.emit(format!("{guard}call SUB{k};"));
                 }
                 8 if depth > 0 && self.rng.chance(15) => {
+                    // At the top level `ret` ends the lane like `exit`.
                     let p = self.pred();
-                    self.emit(format!("@{p} exit;"));
+                    let end = if !in_sub && self.rng.chance(30) {
+                        "ret"
+                    } else {
+                        "exit"
+                    };
+                    self.emit(format!("@{p} {end};"));
+                }
+                9 if self.rng.chance(20) => {
+                    let scope = *self.rng.pick(&["block", "device"]);
+                    self.emit(format!("fence.{scope};"));
                 }
                 _ => self.compute(),
             }
@@ -650,6 +666,8 @@ pub(crate) fn generate(rng: &mut Rng, seed: u64, shape: &Shape) -> Program {
         ("n".to_string(), Type::U32),
         ("k".to_string(), Type::I32),
         ("s".to_string(), Type::F32),
+        ("d".to_string(), Type::F64),
+        ("q".to_string(), Type::I64),
     ];
 
     let mut text = String::new();

@@ -202,8 +202,8 @@ fn check_divergent_barriers(
         return Ok(());
     }
     let n = k.insts.len();
-    // Lanes that exit are not waited for at a barrier. So a lane that takes a guarded `exit` is
-    // simply gone (the graph keeps only the edge of the lanes that stay), and a path that exits
+    // Lanes that exit are not waited for at a barrier. So a lane that takes a guarded `exit` (or
+    // `ret` at the top level) is simply gone (the graph keeps only the edge of the lanes that stay), and a path that exits
     // before any barrier, away from every barrier, does not count when finding where the lanes of
     // a branch meet again. (Lanes that branch past a barrier and exit later still make it
     // divergent: they are live while the others wait.)
@@ -221,7 +221,15 @@ fn check_divergent_barriers(
         if waits_here {
             waits.insert(pc);
         }
-        if matches!(inst.op, Op::Exit) && inst.guard.is_some() {
+        // `exit`, and `ret` in the kernel's own body (not in a subroutine's), end the lane.
+        let ends_lane = match inst.op {
+            Op::Exit => true,
+            Op::Ret => {
+                procs.body[0].contains(pc) && procs.body[1..].iter().all(|b| !b.contains(pc))
+            }
+            _ => false,
+        };
+        if ends_lane && inst.guard.is_some() {
             lanes.succ[pc].retain(|&s| s != n);
         }
     }
