@@ -201,13 +201,41 @@ def bench_case(name, mode, device, small, only_impls, blocks, per_block):
                 step()
             sync(device)
             results[impl]["times"].append((time.perf_counter() - t) / per_block)
+    # Dropout in training draws other masks than eager's: the first losses differ by design.
+    random = train and any(isinstance(m, nn.Dropout) and m.p > 0 for m in base.modules())
     for impl in live:
         results[impl]["median_s"] = statistics.median(results[impl]["times"])
-        if "eager" in first and impl in first:
+        if "eager" in first and impl in first and not random:
             ref = first["eager"]
             err = (first[impl] - ref).abs().max().item() / max(ref.abs().max().item(), 1e-12)
             results[impl]["first_step_rel_diff"] = err
     return results
+
+
+def markdown(report, argv) -> str:
+    """The report as a Markdown table: median ms per step and the ratio to eager (>1: faster)."""
+    impls = ["eager", "hologram", "hologram-step", "inductor", "inductor-ro"]
+    seen = [i for i in impls if any(i in c["results"] for c in report["cases"].values())]
+    machine = report["gpu"] or "CPU"
+    lines = [f"# Whole models: {machine}", "",
+             f"`python bench/models.py {argv}` (torch {report['torch']}, {report['device']}; "
+             f"{'small sizes' if report['small'] else 'the graph-compiler issue sizes'}). Median ms per "
+             "step; in brackets eager / that (above 1: faster than eager).", "",
+             "| case | " + " | ".join(seen) + " | fallbacks |", "|---" * (len(seen) + 2) + "|"]
+    for case, c in report["cases"].items():
+        res, eager = c["results"], c["results"].get("eager", {}).get("median_s")
+        cells = []
+        for i in seen:
+            r = res.get(i)
+            if r is None:
+                cells.append("—")
+            elif "median_s" not in r:
+                cells.append("error")
+            else:
+                ratio = f" ({eager / r['median_s']:.2f}x)" if eager and i != "eager" else ""
+                cells.append(f"{r['median_s'] * 1e3:.3f}{ratio}")
+        lines.append(f"| {case} | " + " | ".join(cells) + f" | {c['hologram_stats']['fallback_nodes']} |")
+    return "\n".join(lines) + "\n"
 
 
 def main():
@@ -219,6 +247,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--per-block", type=int, default=10)
     ap.add_argument("--json", default="")
+    ap.add_argument("--md", default="", help="also write the table as Markdown to this file")
     args = ap.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     cases = [("mlp", "train"), ("mlp_infer64", "infer"), ("gpt", "train"), ("gpt", "infer"),
@@ -229,6 +258,7 @@ def main():
     report = {"device": args.device, "small": args.small, "torch": torch.__version__,
               "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
               "thread_env": {k: os.environ.get(k) for k in THREAD_ENV}, "cases": {}}
+    failed = []
     for name, mode in cases:
         if only and name not in only:
             continue
@@ -236,6 +266,9 @@ def main():
         torch._dynamo.reset()
         res = bench_case(name, mode, args.device, args.small, impls, args.blocks, args.per_block)
         stats = hologram_torch.compile_stats()
+        plans = [st for _, st in hologram_torch.plan_stats()]
+        stats["plans_captured"] = sum(1 for st in plans if st["captured"])
+        stats["plans_live"] = len(plans)
         report["cases"][f"{name}/{mode}"] = {"results": res, "hologram_stats": stats}
         eager = res.get("eager", {}).get("median_s")
         line = [f"{name:20s} {mode:5s}"]
@@ -245,11 +278,23 @@ def main():
                 line.append(f"{impl} {r['median_s'] * 1e3:8.3f} ms{ratio}")
             else:
                 line.append(f"{impl} ERROR {r.get('error', '')[:80]}")
+                failed.append(f"{name}/{mode}/{impl}")
+            if r.get("first_step_rel_diff", 0) > 1e-3:  # the first loss/output, against eager's
+                line.append(f"{impl} MISMATCH {r['first_step_rel_diff']:.1e}")
+                failed.append(f"{name}/{mode}/{impl}")
         line.append(f"fallbacks {stats['fallback_nodes']}")
+        if args.device == "cuda":
+            line.append(f"CUDA graphs {stats['plans_captured']}/{stats['plans_live']}")
         print(" | ".join(line), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(markdown(report, " ".join(sys.argv[1:])))
+    if failed:
+        print(f"failed or mismatched: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

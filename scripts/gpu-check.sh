@@ -26,7 +26,7 @@ TESTS_JSON=$(mktemp)
 cargo test --release -p hologram-backends --features cuda --no-run \
     --test cuda_gpu --test cuda_codegen --message-format=json >"$TESTS_JSON"
 cargo test --release -p hologram-core --features cuda --no-run --test ops --test reduce_softmax \
-    --message-format=json >>"$TESTS_JSON"
+    --test plan --test index --test norm --test conv --message-format=json >>"$TESTS_JSON"
 TEST_EXES=$(python3 - "$TESTS_JSON" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
@@ -34,7 +34,7 @@ for line in open(sys.argv[1]):
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("cuda_gpu", "cuda_codegen", "ops", "reduce_softmax"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("cuda_gpu", "cuda_codegen", "ops", "reduce_softmax", "plan", "index", "norm", "conv"):
         print(m["target"]["name"] + "=" + m["executable"])
 EOF
 )
@@ -44,7 +44,7 @@ step "bundle: $BUNDLE"
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"
 copy_stripped() {
-    if command -v strip >/dev/null; then strip --strip-debug -o "$2" "$1"; else cp "$1" "$2"; fi
+    if command -v strip >/dev/null; then strip -o "$2" "$1"; else cp "$1" "$2"; fi
 }
 copy_stripped "$TARGET_DIR/release/hologram" "$BUNDLE/hologram"
 for entry in $TEST_EXES; do

@@ -14,5 +14,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== plan + index tests on CUDA"
 HOLOGRAM_TEST_BACKENDS=cuda timeout 120 target/gpu-quick/plan 2>&1 | tail -4
 HOLOGRAM_TEST_BACKENDS=cuda timeout 120 target/gpu-quick/index 2>&1 | tail -4
+HOLOGRAM_TEST_BACKENDS=cuda timeout 120 target/gpu-quick/norm 2>&1 | tail -4
+HOLOGRAM_TEST_BACKENDS=cuda timeout 120 target/gpu-quick/conv 2>&1 | tail -4
 echo "== models"
 timeout ${MODELS_TIMEOUT:-400} python3 bench/models.py --device cuda ${MODELS_ARGS:---only mlp,mlp_infer64,gpt} --json "$OUT/models-cuda.json"

@@ -28,9 +28,17 @@ BUDGET=${GPU_RUN_BUDGET_S:-560}
 
 # step NAME TIMEOUT CMD...: echoes and runs CMD with a time limit (cut to what is left of the
 # budget), output to the log and to $SCRATCH/NAME.out; returns CMD's status.
+# GPU_RUN_SKIP / GPU_RUN_ONLY: space-separated step names to leave out / to run alone (a full run
+# takes more than one device call: split it, e.g. GPU_RUN_SKIP="bench runpy models rustbench"
+# then GPU_RUN_ONLY="info bench runpy models rustbench").
 step() {
     local name=$1 limit=$2
     shift 2
+    if [[ " ${GPU_RUN_SKIP:-} " == *" $name "* ]] || { [ -n "${GPU_RUN_ONLY:-}" ] && [[ " $GPU_RUN_ONLY " != *" $name "* ]]; }; then
+        printf '\n==> %s: not in this run\n' "$name"
+        echo "not in this run" >"$SCRATCH/$name.out"
+        return 98
+    fi
     local left=$((BUDGET - SECONDS - 15))
     if [ "$left" -lt 20 ]; then
         printf '\n==> %s: skipped, out of time\n' "$name"
@@ -130,6 +138,19 @@ if [ -x "$BUNDLE/reduce_softmax" ]; then
     record "reductions and fused softmax on CUDA" "$s" "$(grep -E '^test result' "$SCRATCH/reducesoftmax.out" | tr '\n' ' ')"
 fi
 
+# Plans (CUDA graphs), gather/scatter, fused layer norm, convolutions (cuDNN, then im2col
+# with cuDNN turned off) on CUDA (the fast-path suite stays out: the bundle must fit 64 MiB).
+for t in plan index norm conv; do
+    if [ -x "$BUNDLE/$t" ]; then
+        if HOLOGRAM_TEST_BACKENDS=cuda step "core-$t" 120 "$BUNDLE/$t" --test-threads=2; then s=ok; else s=FAIL; fi
+        record "core tests/$t.rs on CUDA" "$s" "$(grep -E '^test result' "$SCRATCH/core-$t.out" | tr '\n' ' ')"
+    fi
+done
+if [ -x "$BUNDLE/conv" ]; then
+    if HOLOGRAM_CUDNN=0 HOLOGRAM_TEST_BACKENDS=cuda step conv-im2col 120 "$BUNDLE/conv"; then s=ok; else s=FAIL; fi
+    record "core tests/conv.rs on CUDA without cuDNN" "$s" "$(grep -E '^test result' "$SCRATCH/conv-im2col.out" | tr '\n' ' ')"
+fi
+
 # 9. Cache statistics: a sample workload twice per backend.
 if step stats 60 "$H" info --stats; then s=ok; else s=FAIL; fi
 record "hologram info --stats" "$s" "$(grep -A1 '^cuda (' "$SCRATCH/stats.out" | tail -1 | sed 's/^ *//' | cut -c1-150)"
@@ -161,6 +182,9 @@ if [ -n "$WHEEL" ] && python3 -m pip install -q --no-deps --no-compile --target 
     # 12. Hologram against PyTorch eager, torch.compile and CuPy, in one process.
     if PYTHONUNBUFFERED=1 step runpy 200 python3 bench/run.py --device cuda --out "$OUT/run-cuda.json"; then s=ok; else s=FAIL; fi
     record "bench/run.py --device cuda" "$s" "$(grep -E '^relu\(a\+b\)\*b +268435456' "$SCRATCH/runpy.out" | sed 's/  */ /g' | tr '\n' ';')"
+    # 12b. Whole models: eager, torch.compile(backend="hologram"), compile_step, inductor.
+    if PYTHONUNBUFFERED=1 step models 420 python3 bench/models.py --device cuda --impls "${MODELS_IMPLS:-eager,hologram,hologram-step,inductor}" --blocks 3 --per-block 10 --json "$OUT/models-cuda.json" --md "$OUT/models-cuda.md"; then s=ok; else s=FAIL; fi
+    record "bench/models.py --device cuda" "$s" "$(grep -cE ' (train|infer) ' "$SCRATCH/models.out") cases"
 else
     record "Python tests and bench/run.py" skipped "no wheel in $BUNDLE/wheel"
 fi

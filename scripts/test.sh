@@ -50,8 +50,9 @@ step "wgpu backend without 64-bit shader features (the code paths of Metal and m
 HOLOGRAM_WGPU_CORE_ONLY=1 HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 cargo run --quiet --release -p hologram-cli -- conformance --backend vulkan
 HOLOGRAM_WGPU_CORE_ONLY=1 cargo test -p hologram-conformance --test wgpu_accuracy
 
-step "wgpu backend: the op test suite on lavapipe (f64 transcendentals are skipped and listed: WGSL has none)"
-HOLOGRAM_TEST_BACKENDS=vulkan HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 cargo test --release -p hologram-core --features wgpu --test ops
+step "wgpu backend: the op, plan, index, norm, convolution and fast-path suites on lavapipe (f64 transcendentals are skipped and listed: WGSL has none)"
+HOLOGRAM_TEST_BACKENDS=vulkan HOLOGRAM_WGPU_ALLOW_SOFTWARE=1 cargo test --release -p hologram-core --features wgpu \
+    --test ops --test plan --test index --test norm --test conv --test fast_paths
 
 step "macOS: cargo check --target aarch64-apple-darwin of hologram-backends with the wgpu feature"
 MACOS_CHECK="passed"
@@ -90,7 +91,7 @@ step "python: venv, the abi3 wheel (maturin), pytest"
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install --quiet --upgrade pip
 # torch is large (the PyPI wheel pulls CUDA libraries); the seed examples and hologram_torch need it.
-.venv/bin/pip install --quiet "numpy<2.5" pytest maturin scikit-learn matplotlib torch
+.venv/bin/pip install --quiet "numpy<2.5" pytest maturin scikit-learn matplotlib torch torchvision
 rm -rf target/wheels
 .venv/bin/maturin build --release --quiet -o target/wheels
 .venv/bin/pip install --quiet --force-reinstall --no-deps target/wheels/hologram-*.whl
@@ -104,6 +105,9 @@ step "benchmarks: bench/run.py and bench/report.py on a small quick run (the rep
 .venv/bin/python bench/run.py --device cpu --quick --only ceiling,latency,compile_time --out target/bench-smoke/run.json
 .venv/bin/python bench/report.py target/bench-smoke/run.json --out target/bench-smoke
 test -s target/bench-smoke/report.md
+# The model benchmark (eager, torch.compile(backend="hologram"), compile_step) at small sizes.
+.venv/bin/python bench/models.py --device cpu --small --impls eager,hologram,hologram-step \
+    --blocks 1 --per-block 1 --json target/bench-smoke/models.json
 
 step "demo"
 cargo run --quiet --release -p hologram-cli -- demo --n 262144

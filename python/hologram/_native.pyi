@@ -1,6 +1,6 @@
 """Type stubs of the native extension (the Python layer in this package wraps it)."""
 
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple, Union
 
 __version__: str
 
@@ -84,7 +84,7 @@ class Tensor:
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
 class Program:
-    def __init__(self, text: str) -> None: ...
+    def __init__(self, text: Union[str, bytes]) -> None: ...
     @property
     def name(self) -> str: ...
     @property

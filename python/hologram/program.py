@@ -1,12 +1,19 @@
 """Atlas ISA programs from Python: ``hologram.asm(text)``."""
 
+from typing import Union
+
 from . import _native
 
 
 class Program:
-    """A validated Atlas ISA kernel. Parse errors raise ValidationError with line:column."""
+    """A validated Atlas ISA kernel, from ``.hasm`` text (``str``, or ``bytes`` holding UTF-8).
 
-    def __init__(self, text: str):
+    Any text that is not a valid program raises ValidationError saying where (line:column, or
+    the byte offset of bytes that are not UTF-8): deep call chains, huge literals and other
+    hostile input included, never a crash.
+    """
+
+    def __init__(self, text: Union[str, bytes]):
         self._p = text if isinstance(text, _native.Program) else _native.Program(text)
 
     @property
@@ -36,8 +43,9 @@ class Program:
         return repr(self._p)
 
 
-def asm(text: str) -> Program:
-    """Parses and validates ``.hasm`` text.
+def asm(text: Union[str, bytes]) -> Program:
+    """Parses and validates ``.hasm`` text (``str``, or UTF-8 ``bytes``); errors raise
+    ValidationError with line:column.
 
     >>> import hologram as hg
     >>> p = hg.asm('.kernel k\\n.param .buf.f32 y .rw\\n    st.f32 y[%gid], 1.0;\\n')

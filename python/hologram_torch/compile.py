@@ -64,11 +64,19 @@ def plan_profiles() -> list:
     kind of step per replay, each step synchronized)."""
     out = []
     for g in list(_GRAPHS):
-        for entry in g.plans.values():
-            report = entry.plan.profile()
-            if report:
-                out.append((g.kind, report))
+        for sig in g.plans.values():
+            for plan in sig.instances:
+                report = plan.profile()
+                if report:
+                    out.append((g.kind, report))
     return out
+
+
+def plan_stats() -> list:
+    """``(graph kind, stats)`` of every live plan of the ``hologram`` backend: steps, launches,
+    GEMMs, copies, peak memory, whether replays run as one CUDA graph (``captured``) and
+    replays (see :attr:`hologram.Plan.stats`)."""
+    return [(g.kind, plan.stats) for g in list(_GRAPHS) for sig in g.plans.values() for plan in sig.instances]
 
 
 def reset_compile_stats() -> None:
@@ -84,7 +92,6 @@ def _decompositions():
     table.update(get_decompositions([
         aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit,
         aten._native_batch_norm_legit_no_training, aten.native_batch_norm,
-        aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward,
         aten.embedding, aten._adaptive_avg_pool2d, aten.mean.dim, aten.var_mean.correction,
         aten.native_dropout,
         aten.embedding_dense_backward, aten.hardswish, aten.hardswish_backward,
@@ -205,6 +212,13 @@ _MAX_INSTANCES = 4
 _PLAN_BUFFERS: set = set()
 
 
+def random_seed(executor) -> hg.Tensor:
+    """A new seed for a plan that draws random numbers, from torch's generator (so
+    ``torch.manual_seed`` makes a compiled model's dropout reproducible)."""
+    seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+    return hg.full((1,), seed, dtype="uint32", device=executor)
+
+
 class _Signature:
     """The plans of one graph for one input signature, and how their outputs map back."""
 
@@ -232,10 +246,14 @@ class _Signature:
                 visible.add(_view_base(o))
         self.alias = [node not in visible for node in planned]
         self.instances: list = []
+        # A graph that draws random numbers gets a seed input, new at every call.
+        self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
 
     def __call__(self, args):
         ex = self.executor
         xs = import_batch([args[i] for i in self.inputs], ex) or [hg.zeros((1,), device=ex)]
+        if self.random:
+            xs.append(random_seed(ex))
         for plan in self.instances:
             if plan.accepts(xs) and plan.outputs_free():
                 _STATS["replays"] += 1
@@ -254,8 +272,13 @@ class _Signature:
         graph, pos, planned = self.graph, self.pos, self.planned
         lowering.CTX.executor = self.executor
         direct = [_in_place(args[i]) for i in self.inputs] if self.inputs else [False]
+        if self.random:
+            direct.append(False)
 
         def run(*hx):
+            if self.random:
+                lowering.CTX.seed, lowering.CTX.draws = hx[-1], 0
+                hx = hx[:-1]
             feed = dict(zip(self.inputs, hx))
             env = interpret(graph.nodes, {n: feed.get(pos[n], args[pos[n]]) for n in graph.placeholders})
             out = [None] * len(planned)
@@ -344,7 +367,10 @@ def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
 
     # Attention traced in its math form (matrix products and a softmax): the fused kernels of
     # each torch backend are single ATen ops with their own backward ops.
-    with sdpa_kernel(SDPBackend.MATH):
+    # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's or
+    # cuDNN's fused kernels, which Hologram cannot run).
+    with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
+            torch.backends.cudnn.flags(enabled=False):
         return aot_module_simplified(
             gm,
             example_inputs,
@@ -361,6 +387,12 @@ def register() -> None:
         from torch._dynamo import register_backend
 
         register_backend(name="hologram")(hologram_backend)
+        # Older PyTorch releases (2.11) leave RNN modules to eager (a graph break) unless this
+        # is set; the hologram backend lowers LSTM cells, so let Dynamo trace them.
+        import torch._dynamo.config as dynamo_config
+
+        if hasattr(dynamo_config, "allow_rnn"):
+            dynamo_config.allow_rnn = True
     except Exception as e:  # noqa: BLE001 - an older or newer torch without this hook
         log.debug("could not register the torch.compile backend: %s", e)
 

@@ -56,9 +56,19 @@ def _dtype(d):
 
 
 class Ctx:
-    """What lowerings need besides their arguments: the executor the graph runs on."""
+    """What lowerings need besides their arguments: the executor the graph runs on, and the
+    graph's random seed (a one-element tensor, new at every call) with a counter that gives each
+    random op its own stream."""
 
     executor: hg.Executor | None = None
+    seed: hg.Tensor | None = None
+    draws: int = 0
+
+    def salt(self) -> hg.Tensor:
+        if self.seed is None:
+            raise NoLowering("a random op without a seed input")
+        self.draws += 1
+        return self.seed + (self.draws * 0x9E3779B9) % (1 << 32)
 
 
 CTX = Ctx()
@@ -200,8 +210,19 @@ TABLE[aten.clamp_min.default] = lambda x, m: _clamp(x, min=m)
 TABLE[aten.clamp_max.default] = lambda x, m: _clamp(x, max=m)
 TABLE[aten.maximum.default] = lambda a, b: a._bin("maximum", b)
 TABLE[aten.minimum.default] = lambda a, b: a._bin("minimum", b)
-TABLE[aten.remainder.Scalar] = lambda a, b: a - (a / b).floor() * b
-TABLE[aten.remainder.Tensor] = lambda a, b: a - (a / b).floor() * b
+def _remainder(a, b):
+    """Python's (and PyTorch's) modulo: the sign of the divisor."""
+    if _is_float(a) or _is_float(b):
+        return a - (a / b).floor() * b
+    r = a % b
+    bt = _scalar_tensor(b, a) if not _is_t(b) else b
+    fix = (r != 0) & ((r < 0) ^ (bt < 0))
+    return hg.where(fix, r + bt, r)
+
+
+TABLE[aten.remainder.Scalar] = _remainder
+TABLE[aten.remainder.Tensor] = _remainder
+TABLE[aten.floor_divide.default] = lambda a, b: _div_mode(a, b, "floor")
 
 for _ops, _fn in [
     ((aten.eq.Scalar, aten.eq.Tensor), operator.eq), ((aten.ne.Scalar, aten.ne.Tensor), operator.ne),
@@ -241,6 +262,15 @@ def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_block
 
 
 TABLE[torch.ops.prims.convert_element_type.default] = lambda x, dtype: _to_copy(x, dtype=dtype)
+
+
+@_reg(aten.copy_.default)
+def _copy_(dst, src, non_blocking=False):
+    # In a functionalized graph copy_ only writes a new value back into a graph input (batch
+    # norm's running statistics); the caller writes the value it returns into the input.
+    src = src if _is_t(src) else _full(dst.shape, src, dst.dtype)
+    src = src if src.dtype == dst.dtype else src.astype(dst.dtype)
+    return src if tuple(src.shape) == tuple(dst.shape) else _expand(src, list(dst.shape))
 
 
 def _identity(x, *args, **kwargs):
@@ -423,13 +453,24 @@ def _all(x, dim=None, keepdim=False):
 
 # ----- matrix products --------------------------------------------------------------------------
 
-TABLE[aten.mm.default] = lambda a, b: a @ b
-TABLE[aten.bmm.default] = lambda a, b: a @ b
+def _tf32(flag: bool) -> bool:
+    """TF32 where PyTorch would use it: on CUDA, as its flag for the op's kind says
+    (``torch.backends.cuda.matmul.allow_tf32`` for matrix products, default off;
+    ``torch.backends.cudnn.allow_tf32`` for convolutions, default on)."""
+    return flag and CTX.executor is not None and CTX.executor.backend == "cuda"
+
+
+def _matmul(a, b):
+    return hg.matmul(a, b, tf32=_tf32(torch.backends.cuda.matmul.allow_tf32))
+
+
+TABLE[aten.mm.default] = _matmul
+TABLE[aten.bmm.default] = _matmul
 
 
 @_reg(aten.addmm.default)
 def _addmm(bias, a, b, beta=1, alpha=1):
-    p = a @ b
+    p = _matmul(a, b)
     if alpha != 1:
         p = p * alpha
     return p + (bias if beta == 1 else bias * beta)
@@ -510,9 +551,38 @@ def _single_index(indices):
 
 @_reg(aten.index.Tensor)
 def _index(x, indices):
-    idx = _single_index(indices)
-    rows = x.index_select(0, idx.reshape(-1))
-    return rows.reshape(*idx.shape, *x.shape[1:])
+    live = [i for i, t in enumerate(indices) if t is not None]
+    if any(indices[i].dtype == hg.bool_ for i in live):
+        raise NoLowering("boolean-mask indexing (data-dependent shape)")
+    if live == [0]:
+        idx = indices[0]
+        rows = x.index_select(0, idx.reshape(-1))
+        return rows.reshape(*idx.shape, *x.shape[1:])
+    if live != list(range(live[0], live[-1] + 1)):
+        raise NoLowering("advanced indexing with index tensors separated by slices")
+    # Adjacent index tensors: broadcast them, turn them into one index into the indexed
+    # dimensions taken together, pick rows of x with those dimensions moved to the front, and put
+    # the result's dimensions where the first indexed one was.
+    idx = [indices[i] for i in live]
+    bshape = list(torch.broadcast_shapes(*[tuple(t.shape) for t in idx]))
+    linear = None
+    for i, t in zip(live, idx):
+        t = _expand(t.astype("int64"), bshape) if list(t.shape) != bshape else t.astype("int64")
+        n = x.shape[i]
+        t = hg.where(t < 0, t + n, t)
+        linear = t if linear is None else linear * n + t
+    rest = [d for d in range(x.ndim) if d not in live]
+    moved = x.permute(*live, *rest)
+    rows = 1
+    for i in live:
+        rows *= x.shape[i]
+    rest_shape = [x.shape[d] for d in rest]
+    flat = moved.reshape(rows, -1) if rest else moved.reshape(rows, 1)
+    picked = flat.index_select(0, linear.reshape(-1)).reshape(*bshape, *rest_shape)
+    # Result dimensions: rest[:live[0]] + bshape + rest[live[0]:]
+    nb, lead = len(bshape), live[0]
+    order = list(range(nb, nb + lead)) + list(range(nb)) + list(range(nb + lead, nb + len(rest)))
+    return picked.permute(*order) if order != list(range(len(order))) else picked
 
 
 @_reg(aten.index_put.default)
@@ -524,6 +594,239 @@ def _index_put(x, indices, values, accumulate=False):
     if vals.shape != full_idx.shape:
         vals = hg.Tensor._wrap(vals._t.expand(list(full_idx.shape)))
     return x.scatter_add(0, full_idx, vals) if accumulate else x.scatter(0, full_idx, vals)
+
+
+# ----- convolution and pooling ------------------------------------------------------------------
+
+def _pair(v):
+    return [int(v[0]), int(v[-1])] if isinstance(v, (list, tuple)) else [int(v), int(v)]
+
+
+@_reg(aten.convolution.default)
+def _convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed:
+        raise NoLowering("transposed convolution")
+    if x.ndim != 4:
+        raise NoLowering(f"a {x.ndim - 2}-D convolution (2-D is supported)")
+    return hg.Tensor._wrap(x._t.conv2d(w._t, _t(bias), _pair(stride), _pair(padding), _pair(dilation), int(groups),
+                                       _tf32(torch.backends.cudnn.allow_tf32)))
+
+
+@_reg(aten.convolution_backward.default)
+def _convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                          groups, output_mask):
+    if transposed or x.ndim != 4:
+        raise NoLowering("the backward of a transposed or non-2-D convolution")
+    dx, dw, db = x._t.conv2d_backward(grad._t, w._t, _pair(stride), _pair(padding), _pair(dilation), int(groups),
+                                      [bool(m) for m in output_mask], _tf32(torch.backends.cudnn.allow_tf32))
+    return tuple(None if t is None else hg.Tensor._wrap(t) for t in (dx, dw, db))
+
+
+def _pool_weight(x, kernel):
+    kh, kw = kernel
+    return hg.full((x.shape[1], 1, kh, kw), 1.0 / (kh * kw), dtype=x.dtype, device=CTX.executor)
+
+
+@_reg(aten.avg_pool2d.default)
+def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    kernel = _pair(kernel_size)
+    stride = _pair(stride) if stride else kernel
+    pad = _pair(padding)
+    if ceil_mode or divisor_override or (any(pad) and not count_include_pad):
+        raise NoLowering("avg_pool2d with ceil_mode, a divisor override, or padding not counted")
+    return hg.Tensor._wrap(x._t.conv2d(_pool_weight(x, kernel)._t, None, stride, pad, [1, 1], x.shape[1]))
+
+
+@_reg(aten.avg_pool2d_backward.default)
+def _avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    kernel = _pair(kernel_size)
+    stride = _pair(stride) if stride else kernel
+    pad = _pair(padding)
+    if ceil_mode or divisor_override or (any(pad) and not count_include_pad):
+        raise NoLowering("avg_pool2d backward with ceil_mode, a divisor override, or padding not counted")
+    dx, _, _ = x._t.conv2d_backward(grad._t, _pool_weight(x, kernel)._t, stride, pad, [1, 1], x.shape[1],
+                                    [True, False, False])
+    return hg.Tensor._wrap(dx)
+
+
+def _pool_out(n, k, pad, stride, dil, ceil_mode):
+    """PyTorch's pooling output size."""
+    span = dil * (k - 1) + 1
+    out = (n + 2 * pad - span + ((stride - 1) if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= n + pad:
+        out -= 1
+    return out
+
+
+@_reg(aten.max_pool2d_with_indices.default)
+def _max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """(values, flat indices into each input plane) as one fused element-wise kernel: the
+    maximum over the window's strided views of the input padded with -inf, the first maximum
+    winning and NaN propagating, as PyTorch's kernels do."""
+    if not _is_float(x):
+        raise NoLowering("max_pool2d of an integer tensor")
+    batched = x.ndim == 4
+    x = x if batched else x.reshape(1, *x.shape)
+    (kh, kw), (ph, pw), (dh, dw) = _pair(kernel_size), _pair(padding), _pair(dilation)
+    sh, sw = _pair(stride) if stride else (kh, kw)
+    n, c, h, w = x.shape
+    oh, ow = _pool_out(h, kh, ph, sh, dh, ceil_mode), _pool_out(w, kw, pw, sw, dw, ceil_mode)
+    need_h, need_w = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    xp = _pad(x, [pw, max(0, need_w - w - pw), ph, max(0, need_h - h - ph)], float("-inf"))
+    rows = hg.arange(oh, dtype="int64", device=CTX.executor).reshape(oh, 1) * sh - ph
+    cols = hg.arange(ow, dtype="int64", device=CTX.executor).reshape(1, ow) * sw - pw
+    best = index = None
+    for i in range(kh):
+        for j in range(kw):
+            v = _slice(_slice(xp, 2, i * dh, i * dh + (oh - 1) * sh + 1, sh), 3, j * dw, j * dw + (ow - 1) * sw + 1, sw)
+            at = (rows + i * dh) * w + (cols + j * dw)
+            if best is None:
+                best, index = v, _expand(at.reshape(1, 1, oh, ow), [n, c, oh, ow])
+            else:
+                take = (v > best) | (v != v)
+                best, index = hg.where(take, v, best), hg.where(take, at, index)
+    if not batched:
+        best, index = best.reshape(c, oh, ow), index.reshape(c, oh, ow)
+    return best, index
+
+
+@_reg(aten.max_pool2d_with_indices_backward.default)
+def _max_pool2d_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each output's gradient added at the input position its maximum came from."""
+    lead, (h, w) = list(x.shape[:-2]), x.shape[-2:]
+    plane = 1
+    for d in lead:
+        plane *= d
+    g = grad.reshape(plane, -1)
+    dx = hg.zeros((plane, h * w), dtype=grad.dtype, device=CTX.executor)
+    return dx.scatter_add(1, indices.reshape(plane, -1), g).reshape(*lead, h, w)
+
+
+@_reg(aten.constant_pad_nd.default)
+def _pad(x, pad, value=0.0):
+    # pad lists (before, after) pairs from the last dimension backwards.
+    shape = list(x.shape)
+    src = x
+    starts = [0] * x.ndim
+    for i in range(len(pad) // 2):
+        d = x.ndim - 1 - i
+        before, after = int(pad[2 * i]), int(pad[2 * i + 1])
+        if before < 0:
+            src = _slice(src, d, -before, None)
+            before = 0
+        if after < 0:
+            src = _slice(src, d, 0, src.shape[d] + after)
+            after = 0
+        starts[d] = before
+        shape[d] = src.shape[d] + before + after
+    out = hg.full(tuple(shape), value, dtype=x.dtype, device=CTX.executor).realize()
+    view = out
+    for d in range(x.ndim):
+        if starts[d] or view.shape[d] != src.shape[d]:
+            view = hg.Tensor._wrap(view._t.slice(d, starts[d], starts[d] + src.shape[d], 1))
+    src._t.copy_into(view._t)
+    return out
+
+
+# ----- recurrent cells (CUDA's LSTM without cuDNN runs these) ------------------------------------
+
+def _gates(g):
+    """The four gate blocks of an LSTM's [B, 4H] pre-activations: input, forget, cell, output."""
+    h = g.shape[1] // 4
+    return [_slice(g, 1, k * h, (k + 1) * h) for k in range(4)]
+
+
+@_reg(aten._thnn_fused_lstm_cell.default)
+def _lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    gates = input_gates + hidden_gates
+    for b in (input_bias, hidden_bias):
+        if b is not None:
+            gates = gates + b
+    i, f, g, o = _gates(gates)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * cx + i * g
+    hy = o * cy.tanh()
+    # The workspace the backward reads: the activated gates.
+    return hy, cy, hg.concat([i, f, g, o], axis=1)
+
+
+@_reg(aten._thnn_fused_lstm_cell_backward_impl.default)
+def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    i, f, g, o = _gates(workspace)
+    tanh_cy = cy.tanh()
+    grad_c = grad_cy if grad_cy is not None else hg.zeros(tuple(cy.shape), dtype=cy.dtype, device=CTX.executor)
+    if grad_hy is not None:
+        grad_o = grad_hy * tanh_cy * o * (1.0 - o)
+        grad_c = grad_c + grad_hy * o * (1.0 - tanh_cy * tanh_cy)
+    else:
+        grad_o = hg.zeros(tuple(o.shape), dtype=o.dtype, device=CTX.executor)
+    grad_i = grad_c * g * i * (1.0 - i)
+    grad_f = grad_c * cx * f * (1.0 - f)
+    grad_g = grad_c * i * (1.0 - g * g)
+    grad_gates = hg.concat([grad_i, grad_f, grad_g, grad_o], axis=1)
+    return grad_gates, grad_c * f, grad_gates.sum(axis=0) if has_bias else None
+
+
+# ----- prims (from torch's decompositions) -------------------------------------------------------
+
+prims = torch.ops.prims
+TABLE[prims.sum.default] = lambda x, dims, output_dtype=None: _sum_like("sum")(x, list(dims), False, output_dtype)
+TABLE[prims.div.default] = lambda a, b: _div_mode(a, b, None if _is_float(a) or _is_float(b) else "trunc")
+
+
+def _is_float(v):
+    return isinstance(v, float) or (_is_t(v) and v.dtype in (hg.float16, hg.float32, hg.float64, hg.bfloat16))
+
+
+@_reg(prims.var.default)
+def _var(x, dims, correction, output_dtype=None):
+    dims = list(dims) if dims else list(range(x.ndim))
+    mean = x.mean(axis=dims, keepdims=True)
+    d = x - mean
+    n = 1
+    for a in dims:
+        n *= x.shape[a]
+    return (d * d).sum(axis=dims) / max(n - correction, 0)
+
+
+@_reg(prims.broadcast_in_dim.default)
+def _broadcast_in_dim(x, shape, broadcast_dimensions):
+    view = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        view[d] = x.shape[i]
+    return _expand(x.reshape(*view), list(shape))
+
+
+# ----- random numbers (seeded by the plan's seed input, new at every call) -----------------------
+
+# Ops that draw random numbers: a graph with one gets a seed input.
+RANDOM_OPS = {aten.bernoulli.p, aten.bernoulli.default, aten.rand.default, aten.randn.default,
+              aten.rand_like.default, aten.randn_like.default}
+
+
+def _rand(shape, normal, dtype):
+    return hg.Tensor._wrap(CTX.salt()._t.rand_seeded([int(s) for s in shape], normal, str(dtype)))
+
+
+@_reg(aten.bernoulli.p)
+def _bernoulli(x, p=0.5, generator=None):
+    if generator is not None:
+        raise NoLowering("bernoulli with an explicit generator")
+    return (_rand(x.shape, False, "float32") < p).astype(x.dtype)
+
+
+@_reg(aten.bernoulli.default)
+def _bernoulli_t(x, generator=None):
+    if generator is not None:
+        raise NoLowering("bernoulli with an explicit generator")
+    return (_rand(x.shape, False, "float32") < x).astype(x.dtype)
+
+
+TABLE[aten.rand.default] = lambda size, dtype=None, **k: _rand(size, False, _dtype(dtype) or "float32")
+TABLE[aten.randn.default] = lambda size, dtype=None, **k: _rand(size, True, _dtype(dtype) or "float32")
+TABLE[aten.rand_like.default] = lambda x, dtype=None, **k: _rand(x.shape, False, _dtype(dtype) or x.dtype)
+TABLE[aten.randn_like.default] = lambda x, dtype=None, **k: _rand(x.shape, True, _dtype(dtype) or x.dtype)
 
 
 # ----- sizes (static shapes: plain ints) ---------------------------------------------------------

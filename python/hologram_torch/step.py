@@ -144,17 +144,23 @@ class TrainStep:
         ex = default_executor(device)
         sc = torch.tensor([v for row in scalars for v in row], dtype=torch.float32, device=device)
         flat_state = [s for ss in state for s in ss]
-        # Parameters and state are read in place: a plan is for the buffers they are in.
+        buffers = [b for _, b in self.model.named_buffers()]
+        # Parameters, optimizer state and buffers are read and written in place: a plan is for
+        # the memory they are in.
         key = tuple((tuple(b.shape), b.dtype) for b in batch) + tuple(
-            (t.data_ptr(), tuple(t.shape)) for t in params + flat_state)
+            (t.data_ptr(), tuple(t.shape)) for t in params + flat_state + buffers) + (self.model.training,)
         entry = self.plans.get(key)
         if entry is None:
             entry = self.plans[key] = self._record(named, state, scalars, sc, batch, ex)
+            _compile._STATS["plans"] += 1
             loss = entry[1]
         else:
-            plan, _, hg_direct = entry
+            plan, _, hg_direct, random = entry
             xs = hg_direct + import_batch([sc, *batch], ex)
+            if random:
+                xs.append(_compile.random_seed(ex))
             (loss,) = plan.run(xs)
+            _compile._STATS["replays"] += 1
         self.opt.advance(params)
         (out,) = export_batch([loss], device, ex)
         return out
@@ -162,17 +168,21 @@ class TrainStep:
     def _record(self, named, state, scalars, sc, batch, ex):
         names = [n for n, _ in named]
         params = [p for _, p in named]
-        buffers = dict(self.model.named_buffers())
+        bnames = [n for n, _ in self.model.named_buffers()]
+        buffers = [b for _, b in self.model.named_buffers()]
         groups = [self.opt.group_of(p) for p in params]
         widths = [len(r) for r in scalars]
         model, loss_fn, opt = self.model, self.loss_fn, self.opt
 
-        def loss_of(pdict, batch):
-            out = functional_call(model, {**pdict, **buffers}, (batch[0],))
+        def loss_of(pdict, bdict, batch):
+            out = functional_call(model, {**pdict, **bdict}, (batch[0],))
             return loss_fn(out, *batch[1:])
 
-        def step(plist, slist, sc, batch):
-            grads, loss = grad_and_value(loss_of)(dict(zip(names, plist)), batch)
+        def step(plist, blist, slist, sc, batch):
+            # Buffers (batch norm's running statistics) are an argument, not differentiated:
+            # their in-place updates come out of functionalization as new values.
+            bdict = dict(zip(bnames, blist))
+            grads, loss = grad_and_value(loss_of)(dict(zip(names, plist)), bdict, batch)
             new_p, new_s, at = [], [], 0
             for i, p in enumerate(plist):
                 row = [sc[at + k] for k in range(widths[i])]
@@ -180,7 +190,7 @@ class TrainStep:
                 np_, ns = opt.update(p, grads[names[i]], slist[i], row, groups[i])
                 new_p.append(np_)
                 new_s.append(ns)
-            return loss, new_p, new_s
+            return loss, new_p, new_s, [bdict[n] for n in bnames]
 
         detached = [p.detach() for p in params]
         # Functionalized: autograd's in-place accumulations become plain ops.
@@ -190,31 +200,45 @@ class TrainStep:
         # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's kernels).
         with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
                 torch.backends.cudnn.flags(enabled=False):
-            gm = make_fx(traced, decomposition_table=_compile._decompositions())(detached, state, sc, list(batch))
+            gm = make_fx(traced, decomposition_table=_compile._decompositions())(
+                detached, [b.detach().clone() for b in buffers], state, sc, list(batch))  # tracing runs the ops: not on the real buffers
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
         flat_outs = torch.utils._pytree.tree_leaves(outs)
         flat_state = [s for ss in state for s in ss]
-        torch_inputs = detached + flat_state + [sc, *batch]
-        n_direct = len(detached) + len(flat_state)
+        # The graph's inputs: parameters, buffers, optimizer state, scalars, batch.
+        torch_inputs = detached + [b.detach() for b in buffers] + flat_state + [sc, *batch]
+        n_direct = len(detached) + len(buffers) + len(flat_state)
         hx = import_batch(torch_inputs, ex)
+        random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in gm.graph.nodes)
+        if random:
+            hx.append(_compile.random_seed(ex))
         lowering.CTX.executor = ex
         rec = _native.Recording(ex._e, [x._t for x in hx], [True] * n_direct + [False] * (len(hx) - n_direct))
         try:
             ins = [hg.Tensor._wrap(t) for t in rec.inputs()]
+            if random:
+                lowering.CTX.seed, lowering.CTX.draws = ins[-1], 0
+                ins = ins[:-1]
             env = _compile.interpret(gm.graph.nodes, dict(zip(placeholders, ins)))
             values = [env[o] if isinstance(o, torch.fx.Node) else o for o in flat_outs]
-            loss, updates = values[0], values[1:]
+            # The outputs' order is (loss, params, state, buffers); the inputs' is (params,
+            # buffers, state).
+            loss, n_p, n_s = values[0], len(detached), len(flat_state)
+            updates = values[1:1 + n_p] + values[1 + n_p + n_s:] + values[1 + n_p:1 + n_p + n_s]
             # Every new value is computed before any is written back: an update must not see
             # another's new parameter.
             updates = [u.realize() for u in updates]
             for dst, new in zip(ins[:n_direct], updates):
-                new._t.copy_into(dst._t)
+                if new is not dst:  # unchanged (an eval-mode buffer)
+                    new._t.copy_into(dst._t)
             native, first = rec.finish([loss._t])
         except BaseException:
             rec.abort()
             raise
-        return hg.Plan(native), hg.Tensor._wrap(first[0]), hx[:n_direct]
+        finally:
+            lowering.CTX.seed = None
+        return hg.Plan(native), hg.Tensor._wrap(first[0]), hx[:n_direct], random
 
 
 def compile_step(model: torch.nn.Module, loss_fn, optimizer: torch.optim.Optimizer) -> TrainStep:

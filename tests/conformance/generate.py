@@ -349,6 +349,7 @@ class Test:
         self.expect_error = None
         self.unchanged = None
         self.requires = []  # device properties the test needs (harness: Unsupported without them)
+        self.timeout_s = None  # the launch's own timeout (LaunchConfig::timeout), if any
         self.rng = np.random.default_rng(zlib.crc32(name.encode()))
 
     def ty(self, name):
@@ -388,6 +389,12 @@ class Test:
             self.expect_error["index"] = index
         self.unchanged = list(unchanged)
 
+    def fails(self, kind, unchanged=(), **fields):
+        """The launch must fail with error `kind` (e.g. "BarrierDivergence", "LaunchTimeout"),
+        leaving the `unchanged` buffers as they were."""
+        self.expect_error = dict(kind=kind, **fields)
+        self.unchanged = list(unchanged)
+
     def check(self):
         assert self.hasm.startswith("// "), self.name
         assert re.search(r"^\.kernel %s$" % self.name, self.hasm, re.M), self.name
@@ -399,7 +406,7 @@ class Test:
             a = self.args[name]
             n = len(a["data"]) if "data" in a else a["len"]
             assert len(e["data"]) == n, (self.name, name, len(e["data"]), n)
-        if self.expect_error is not None:
+        if self.expect_error is not None and "array" in self.expect_error:
             arr_name = self.expect_error["array"]
             assert arr_name in self.arrays or self.params[arr_name][1], (self.name, arr_name)
 
@@ -415,6 +422,8 @@ class Test:
                "description": dumps(self.description), "grid": dumps(self.grid)}
         if self.requires:
             top["requires"] = dumps(self.requires)
+        if self.timeout_s is not None:
+            top["timeout_s"] = dumps(self.timeout_s)
         if self.expect_error is not None:
             top["expect_error"] = dumps(self.expect_error)
             top["unchanged"] = dumps(self.unchanged)

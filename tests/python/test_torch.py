@@ -192,15 +192,13 @@ def test_train_digits_reaches_95_percent():
     assert abs(ours - ref) <= 1.0, (ours, ref)
 
 
-def test_compile_training_lowers_gelu_layer_norm_softmax(monkeypatch):
-    """With gradients needed, GELU, LayerNorm and softmax run as Hologram autograd functions
-    (no eager fallback), and outputs and gradients match eager PyTorch."""
+def test_compile_training_lowers_gelu_layer_norm_softmax():
+    """With gradients needed, GELU, LayerNorm and softmax and their backward run in Hologram
+    plans (no eager fallback), and outputs and gradients match eager PyTorch."""
     import copy
 
-    import hologram_torch.compile as hc
-
-    fallbacks = []
-    monkeypatch.setattr(hc, "_reason_once", lambda target, reason: fallbacks.append((target, reason)))
+    torch._dynamo.reset()
+    hg_torch.reset_compile_stats()
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4), torch.nn.Softmax(dim=-1)
@@ -209,25 +207,39 @@ def test_compile_training_lowers_gelu_layer_norm_softmax(monkeypatch):
     x = torch.randn(6, 8)
     out = torch.compile(model, backend="hologram")(x)
     want = ref(x)
-    assert fallbacks == []
     assert torch.allclose(out, want, atol=1e-5)
     (out * torch.arange(4.0)).sum().backward()
     (want * torch.arange(4.0)).sum().backward()
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-5)
+    stats = hg_torch.compile_stats()
+    assert stats["fallback_nodes"] == 0 and stats["graphs"] == 2, stats
 
 
-def test_compile_softmax_with_dtype_falls_back_to_eager(monkeypatch):
-    """softmax(x, dtype=...) casts; Hologram's lowering does not, so the node runs in eager
-    PyTorch with the reason given, and the result keeps the requested dtype."""
-    import hologram_torch.compile as hc
-
-    fallbacks = []
-    monkeypatch.setattr(hc, "_reason_once", lambda target, reason: fallbacks.append(reason))
+def test_compile_softmax_with_dtype_keeps_the_dtype():
+    """softmax(x, dtype=...) computes in the requested dtype, in the plan."""
+    torch._dynamo.reset()
+    hg_torch.reset_compile_stats()
     f = torch.compile(lambda x: torch.softmax(x * 2, dim=-1, dtype=torch.float64), backend="hologram")
     x = torch.randn(3, 5)
     with torch.no_grad():
         out = f(x)
     assert out.dtype == torch.float64
     assert torch.allclose(out, torch.softmax(x * 2, dim=-1, dtype=torch.float64))
-    assert any("dtype" in r for r in fallbacks), fallbacks
+    assert hg_torch.compile_stats()["fallback_nodes"] == 0
+
+
+def test_compile_falls_back_with_the_reason_counted(caplog):
+    """A graph with an op Hologram cannot lower runs in eager PyTorch; the log says which op
+    and why, and compile_stats() counts it."""
+    torch._dynamo.reset()
+    hg_torch.reset_compile_stats()
+    f = torch.compile(lambda x: torch.special.zeta(x, 2.0) + 1, backend="hologram")
+    x = torch.rand(4) + 1.5
+    with caplog.at_level("WARNING"):
+        out = f(x)
+    assert torch.allclose(out, torch.special.zeta(x, 2.0) + 1)
+    stats = hg_torch.compile_stats()
+    assert stats["eager_graphs"] == 1 and stats["fallback_nodes"] >= 1
+    assert any("zeta" in op for op in stats["fallback_ops"]), stats
+    assert any("zeta" in r.getMessage() and "no Hologram lowering" in r.getMessage() for r in caplog.records)

@@ -178,6 +178,12 @@ pub struct LaunchConfig {
     /// Check every global access against the bound buffer's length (the default). Turning it
     /// off makes out-of-bounds accesses undefined behaviour on GPUs; the CPU always checks.
     pub bounds_checks: bool,
+    /// How long the launch may run before it is stopped with
+    /// [`BackendError::LaunchTimeout`](crate::BackendError::LaunchTimeout): `None` takes the
+    /// process default ([`launch::default_timeout`](crate::launch::default_timeout): 60 s, or
+    /// `HOLOGRAM_LAUNCH_TIMEOUT_S`), `Some(Duration::ZERO)` turns the limit off. See
+    /// [`launch::TIMEOUT_ENV`](crate::launch::TIMEOUT_ENV) for what each backend measures.
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl LaunchConfig {
@@ -187,7 +193,20 @@ impl LaunchConfig {
             grid: [grid, 1, 1],
             block: [block, 1, 1],
             bounds_checks: true,
+            timeout: None,
         }
+    }
+
+    /// The same launch with its own timeout (`Duration::ZERO`: none).
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The timeout in force for this launch, `None` when there is none.
+    pub fn effective_timeout(&self) -> Option<std::time::Duration> {
+        let t = self.timeout.or_else(crate::launch::default_timeout)?;
+        (!t.is_zero()).then_some(t)
     }
 
     /// A 1-D launch with enough blocks of `block` lanes to cover `n` lanes.
@@ -347,6 +366,35 @@ pub trait Backend: Send + Sync {
     /// Atlas ISA kernel; backends override it with a library (a CPU GEMM crate, cuBLAS).
     fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
         crate::library::gemm::generic_gemm(self, desc, a, b, c)
+    }
+
+    /// Whether [`Backend::conv`] runs this pass of this convolution with a vendor library
+    /// (cuDNN on CUDA). The default says no: callers lower the convolution to `im2col` and GEMM.
+    fn supports_conv(
+        &self,
+        desc: &crate::library::ConvDesc,
+        pass: crate::library::ConvPass,
+    ) -> bool {
+        let _ = (desc, pass);
+        false
+    }
+
+    /// Runs one pass of a convolution (operands as [`crate::library::ConvPass`] lists them; the
+    /// output is overwritten). Only called where [`Backend::supports_conv`] said yes.
+    fn conv(
+        &self,
+        desc: &crate::library::ConvDesc,
+        pass: crate::library::ConvPass,
+        a: &BufferArg,
+        b: &BufferArg,
+        out: &BufferArg,
+    ) -> Result<()> {
+        let _ = (desc, pass, a, b, out);
+        Err(crate::error::BackendError::Unsupported {
+            kernel: "conv2d".into(),
+            feature: "a convolution library".into(),
+            device: self.info().name,
+        })
     }
 }
 

@@ -34,6 +34,17 @@ pub enum BackendError {
         /// The barrier instructions lanes were waiting at.
         pcs: Vec<u32>,
     },
+    /// A kernel ran past the launch timeout (an endless loop, most likely) and was stopped.
+    #[error("{}", timeout_message(kernel, *seconds, *stuck))]
+    LaunchTimeout {
+        /// Kernel name.
+        kernel: String,
+        /// The timeout in force, in seconds.
+        seconds: f64,
+        /// The device could not stop the kernel (it may still run): the backend refuses further
+        /// work, and a new executor (for CUDA, a new process) is needed.
+        stuck: bool,
+    },
     /// The launch configuration cannot run (block too large, grid too large...).
     #[error("invalid launch of kernel '{kernel}': {reason}")]
     InvalidLaunch {
@@ -92,6 +103,19 @@ pub enum BackendError {
     /// An error reported by the device driver.
     #[error("device error: {0}")]
     Device(String),
+}
+
+fn timeout_message(kernel: &str, seconds: f64, stuck: bool) -> String {
+    let what = if stuck {
+        "and the device could not stop it, so this backend refuses further work: create a new executor (for CUDA, restart the process)"
+    } else {
+        "and was stopped"
+    };
+    format!(
+        "kernel '{kernel}' ran past the launch timeout of {seconds} s (an endless loop?) {what}. \
+         If it really needs longer, raise the limit with HOLOGRAM_LAUNCH_TIMEOUT_S=<seconds> \
+         (0 turns it off) or LaunchConfig::timeout"
+    )
 }
 
 /// Result type of the backends.

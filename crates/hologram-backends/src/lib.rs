@@ -41,6 +41,6 @@ pub use backend::{
 };
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};
-pub use library::{GemmDesc, GemmPrecision};
+pub use library::{ConvDesc, ConvPass, GemmDesc, GemmPrecision};
 #[cfg(feature = "wgpu")]
 pub use wgpu::WgpuBackend;

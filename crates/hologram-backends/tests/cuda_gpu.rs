@@ -1,4 +1,5 @@
-//! CUDA backend tests that need a GPU: out-of-bounds reporting, the unchecked variant,
+//! CUDA backend tests that need a GPU: out-of-bounds reporting, runaway launches (timeout and
+//! barrier divergence, tests/common/runaway.rs, as on every backend), the unchecked variant,
 //! asynchronous launches, cuBLAS GEMM against the CPU, staged copies, and the disk cache (a second
 //! process compiles nothing). Without a GPU each test prints why and passes, unless
 //! `HOLOGRAM_REQUIRE_GPU=1` (scripts/gpu-run.sh sets it). Without a driver the backend must
@@ -14,6 +15,10 @@ use hologram_backends::{
 };
 use hologram_isa::semantics::Value;
 use hologram_isa::Type;
+
+mod common {
+    pub mod runaway;
+}
 
 fn gpu() -> Option<CudaBackend> {
     match CudaBackend::new() {
@@ -401,4 +406,10 @@ fn second_process_compiles_nothing() {
     assert_eq!(first_compiles, 3, "{l1}");
     assert_eq!(second_compiles, 0, "{l2}");
     assert_eq!(second_hits, 3, "{l2}");
+}
+
+#[test]
+fn runaway_launches_end_with_errors() {
+    let Some(g) = gpu() else { return };
+    common::runaway::runaway_launches_end_with_errors(&g);
 }

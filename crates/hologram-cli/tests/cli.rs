@@ -133,3 +133,41 @@ fn unavailable_backend_is_an_error_not_a_crash() {
     assert!(!ok);
     assert!(err.contains("the dx12 backend is not available"), "{err}");
 }
+
+#[test]
+fn the_launch_timeout_comes_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("endless.hasm");
+    std::fs::write(
+        &file,
+        ".kernel endless\n.param .buf.u32 stop\n.param .buf.u32 y .rw\n    ld.u32 %s, stop[0];\n    mov.u32 %x, 0;\nSPIN:\n    add.u32 %x, %x, 1;\n    setp.eq.u32 %p, %x, %s;\n@%p bra DONE;\n    bra SPIN;\nDONE:\n    st.u32 y[%gid], %x;\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hologram"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--grid",
+            "1",
+        ])
+        .args([
+            "--block",
+            "32",
+            "--arg",
+            "stop=zeros:1",
+            "--arg",
+            "y=zeros:32",
+        ])
+        .env("HOLOGRAM_LAUNCH_TIMEOUT_S", "0.05")
+        .output()
+        .expect("run hologram");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("kernel 'endless' ran past the launch timeout of 0.05 s")
+            && err.contains("HOLOGRAM_LAUNCH_TIMEOUT_S"),
+        "{err}"
+    );
+}

@@ -22,7 +22,7 @@ use std::fmt;
 
 use hologram_isa::Kernel;
 
-pub use canon::{canonicalize, Reduction};
+pub use canon::{canonicalize, Reduction, MAX_ROUNDS};
 pub use canonical::Canonical;
 
 /// A 256-bit program digest.

@@ -150,6 +150,7 @@ pub(crate) fn execute(case: &Case, backend: &dyn Backend) -> Result<Run, Outcome
         grid: dims(spec, "grid"),
         block: dims(spec, "block"),
         bounds_checks: true,
+        timeout: data::timeout(spec).map_err(failed)?,
     };
     let launch = backend
         .launch(&compiled, &config, &args)

@@ -119,6 +119,18 @@ pub fn matches(got: Value, want: Value, tol: Tolerance) -> bool {
     }
 }
 
+/// The launch timeout a spec sets (`"timeout_s": seconds`), `None` when it sets none.
+pub fn timeout(spec: &Json) -> Result<Option<std::time::Duration>, String> {
+    match spec.get("timeout_s") {
+        None => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| Some(std::time::Duration::from_secs_f64(s)))
+            .ok_or_else(|| format!("timeout_s must be a number of seconds, got {v}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -269,6 +269,30 @@ impl Executor {
         Ok(())
     }
 
+    /// Runs one convolution pass through the backend's library (see
+    /// [`hologram_backends::Backend::supports_conv`]); recorded when a plan is being recorded.
+    pub fn conv(
+        &self,
+        desc: &hologram_backends::ConvDesc,
+        pass: hologram_backends::ConvPass,
+        a: &hologram_backends::BufferArg,
+        b: &hologram_backends::BufferArg,
+        out: &hologram_backends::BufferArg,
+    ) -> Result<()> {
+        self.inner
+            .launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.backend.conv(desc, pass, a, b, out)?;
+        self.record(|| Step::Conv {
+            desc: *desc,
+            pass,
+            a: a.clone(),
+            b: b.clone(),
+            out: out.clone(),
+        });
+        Ok(())
+    }
+
     /// Copies `len` bytes between device buffers (recorded when a plan is being recorded).
     pub(crate) fn copy_device(
         &self,

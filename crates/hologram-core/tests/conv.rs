@@ -114,6 +114,7 @@ fn convolutions_and_their_gradients_match_direct_loops() {
         padding: [pad, pad],
         dilation: [d, d],
         groups: g,
+        ..Conv2d::default()
     };
     let cases = [
         Case {

@@ -230,3 +230,30 @@ fn inputs_read_in_place_and_outputs_as_views() {
         assert!(plan.run(&[y, other]).is_err());
     }
 }
+
+#[test]
+fn seeded_random_numbers_change_with_the_seed_input() {
+    for exec in common::executors() {
+        let seed = |s: u32| Tensor::from_slice(&exec, &[s], &[1]).unwrap();
+        // Uniform numbers seeded by a tensor are those of the constant seed.
+        let a = Tensor::rand_seeded(&seed(7), &[1000], false, DType::F32).unwrap();
+        let b = Tensor::rand(&exec, &[1000], 7, DType::F32).unwrap();
+        assert_eq!(bits(&a), bits(&b), "{exec:?}");
+        let (plan, _) = Plan::record(&exec, &[seed(1)], |t| {
+            Ok(vec![Tensor::rand_seeded(&t[0], &[4096], true, DType::F32)?])
+        })
+        .unwrap();
+        let r1 = plan.run(&[seed(1)]).unwrap();
+        let r2 = plan.run(&[seed(2)]).unwrap();
+        let r1b = plan.run(&[seed(1)]).unwrap();
+        assert_eq!(bits(&r1[0]), bits(&r1b[0]));
+        assert_ne!(bits(&r1[0]), bits(&r2[0]));
+        let v = r2[0].to_vec::<f32>().unwrap();
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / v.len() as f64;
+        assert!(
+            mean.abs() < 0.1 && (var - 1.0).abs() < 0.1,
+            "{exec:?}: {mean} {var}"
+        );
+    }
+}

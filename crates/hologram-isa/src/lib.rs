@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+pub mod flow;
 mod inst;
 mod kernel;
 mod operand;
@@ -50,8 +51,8 @@ pub use program::{Access, ArrayDecl, Param, ParamKind, Program, RegDecl, Stmt};
 pub use text::{parse, parse_with_source_map, print, ParseError, SourceMap};
 pub use types::Type;
 pub use validate::{
-    validate, Location, ValidationError, ValidationErrorKind, MAX_REGISTERS, MAX_SCRATCH_BYTES,
-    MAX_SHARED_BYTES,
+    validate, Location, ValidationError, ValidationErrorKind, MAX_ARRAYS, MAX_CALL_DEPTH,
+    MAX_INSTRUCTIONS, MAX_PARAMS, MAX_REGISTERS, MAX_SCRATCH_BYTES, MAX_SHARED_BYTES,
 };
 
 /// A program that failed to parse or to validate, with its position in the text.
@@ -68,6 +69,12 @@ pub enum AsmError {
         /// The underlying error.
         error: ValidationError,
     },
+}
+
+/// Decodes, parses and validates `.hasm` source given as bytes (a file's contents); errors point
+/// at line and column, and text that is not UTF-8 at the offending byte.
+pub fn assemble_bytes(bytes: &[u8]) -> Result<Kernel, AsmError> {
+    assemble(text::decode(bytes)?)
 }
 
 /// Parses and validates `.hasm` text in one step; errors point at line and column.

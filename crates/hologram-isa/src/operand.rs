@@ -159,7 +159,19 @@ impl Special {
 
     /// Parses a name without its `%` sigil.
     pub fn from_name(name: &str) -> Option<Special> {
-        Special::all().into_iter().find(|s| s.name() == name)
+        if name == "gid" {
+            return Some(Special::GidLinear);
+        }
+        let (base, axis) = name.split_once('.')?;
+        let d = Dim::ALL.into_iter().find(|d| d.suffix() == axis)?;
+        Some(match base {
+            "tid" => Special::Tid(d),
+            "ntid" => Special::Ntid(d),
+            "ctaid" => Special::Ctaid(d),
+            "nctaid" => Special::Nctaid(d),
+            "gid" => Special::Gid(d),
+            _ => return None,
+        })
     }
 
     /// True when the name (without `%`) is reserved for a special register, or is the base of one

@@ -74,9 +74,9 @@ pub fn to_py(e: Error) -> PyErr {
             | BackendError::CopyOutOfRange { .. }
             | BackendError::ForeignBuffer(_) => ValidationError::new_err(msg),
             BackendError::Unsupported { .. } => ValidationError::new_err(msg),
-            BackendError::BarrierDivergence { .. } | BackendError::Device(_) => {
-                DeviceError::new_err(msg)
-            }
+            BackendError::BarrierDivergence { .. }
+            | BackendError::LaunchTimeout { .. }
+            | BackendError::Device(_) => DeviceError::new_err(msg),
         },
     }
 }

@@ -5,8 +5,9 @@ use hologram_compiler::Canonical;
 use hologram_core::Executor;
 use hologram_isa::semantics::Value;
 use hologram_isa::{Kernel, ParamKind};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::errors::{IntoPy, PyRes, ValidationError};
 use crate::executor::nogil;
@@ -22,14 +23,31 @@ pub struct PyProgram {
 
 #[pymethods]
 impl PyProgram {
-    /// Parses and validates `.hasm` text; errors carry line:column.
+    /// Parses and validates `.hasm` text (`str`, or `bytes` holding UTF-8); errors carry
+    /// line:column (bytes that are not UTF-8: their offset). The GIL is released meanwhile.
     #[new]
-    fn new(text: &str) -> PyRes<Self> {
-        let kernel =
-            hologram_isa::assemble(text).map_err(|e| ValidationError::new_err(e.to_string()))?;
-        let canonical =
-            Canonical::new(&kernel).map_err(|e| ValidationError::new_err(e.to_string()))?;
-        Ok(PyProgram { kernel, canonical })
+    fn new(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyRes<Self> {
+        let bytes: Vec<u8> = if let Ok(b) = text.cast::<PyBytes>() {
+            b.as_bytes().to_vec()
+        } else if let Ok(s) = text.cast::<PyString>() {
+            let s = s.to_cow().map_err(|e| {
+                ValidationError::new_err(format!(
+                    "the program text cannot be encoded as UTF-8 (a lone surrogate?): {e}"
+                ))
+            })?;
+            s.as_bytes().to_vec()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "a program is .hasm text (str or bytes), not {}",
+                text.get_type().name()?
+            )));
+        };
+        py.detach(move || -> Result<PyProgram, String> {
+            let kernel = hologram_isa::assemble_bytes(&bytes).map_err(|e| e.to_string())?;
+            let canonical = Canonical::new(&kernel).map_err(|e| e.to_string())?;
+            Ok(PyProgram { kernel, canonical })
+        })
+        .map_err(ValidationError::new_err::<String>)
     }
 
     /// Kernel name.
@@ -159,6 +177,7 @@ pub fn run(
         grid: dims(&grid, "grid")?,
         block: dims(&block, "block")?,
         bounds_checks,
+        timeout: None,
     };
     let (exec, kernel) = (exec.clone(), program.canonical.clone());
     nogil(py, move || {

@@ -336,11 +336,7 @@ impl PyTensor {
     #[pyo3(signature = (other, tf32 = false))]
     fn matmul(&self, py: Python<'_>, other: &PyTensor, tf32: bool) -> PyRes<PyTensor> {
         let (a, b) = (self.t.clone(), other.t.clone());
-        let p = if tf32 {
-            hologram_backends::GemmPrecision::Tf32
-        } else {
-            hologram_backends::GemmPrecision::Exact
-        };
+        let p = precision(tf32);
         Ok(PyTensor {
             t: nogil(py, move || a.matmul_with(&b, p))?,
         })
@@ -543,6 +539,68 @@ impl PyTensor {
         ))
     }
 
+    /// 2-D convolution (NCHW) with `weight` `[Cout, C/groups, kh, kw]` and optional `bias`.
+    #[allow(clippy::too_many_arguments)] // torch's conv2d signature
+    #[pyo3(signature = (weight, bias, stride, padding, dilation, groups, tf32 = false))]
+    fn conv2d(
+        &self,
+        py: Python<'_>,
+        weight: &PyTensor,
+        bias: Option<&PyTensor>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+        tf32: bool,
+    ) -> PyRes<PyTensor> {
+        let p = hologram_core::ops::Conv2d {
+            stride,
+            padding,
+            dilation,
+            groups,
+            precision: precision(tf32),
+        };
+        let (x, w, b) = (self.t.clone(), weight.t.clone(), bias.map(|b| b.t.clone()));
+        Ok(PyTensor {
+            t: nogil(py, move || x.conv2d(&w, b.as_ref(), &p))?,
+        })
+    }
+
+    /// `(dx, dweight, dbias)` of `conv2d` (each only where `want` asks).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (grad, weight, stride, padding, dilation, groups, want, tf32 = false))]
+    fn conv2d_backward(
+        &self,
+        py: Python<'_>,
+        grad: &PyTensor,
+        weight: &PyTensor,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+        want: [bool; 3],
+        tf32: bool,
+    ) -> PyRes<(Option<PyTensor>, Option<PyTensor>, Option<PyTensor>)> {
+        let p = hologram_core::ops::Conv2d {
+            stride,
+            padding,
+            dilation,
+            groups,
+            precision: precision(tf32),
+        };
+        let (x, g, w) = (self.t.clone(), grad.t.clone(), weight.t.clone());
+        let (dx, dw, db) = nogil(py, move || x.conv2d_backward(&g, &w, &p, want))?;
+        let wrap = |t: Option<Tensor>| t.map(|t| PyTensor { t });
+        Ok((wrap(dx), wrap(dw), wrap(db)))
+    }
+
+    /// Random numbers (uniform in [0, 1), or standard normal) seeded by the value of this
+    /// one-element integer tensor.
+    fn rand_seeded(&self, shape: Vec<usize>, normal: bool, dtype: &str) -> PyRes<PyTensor> {
+        let d = DType::parse(dtype).py()?;
+        wrap(Tensor::rand_seeded(&self.t, &shape, normal, d))
+    }
+
     /// `out[c] = self[c with c[axis] = index[c]]` (PyTorch's gather).
     fn gather(&self, axis: isize, index: &PyTensor) -> PyRes<PyTensor> {
         wrap(self.t.gather(axis, &index.t))
@@ -647,5 +705,14 @@ impl PyTensor {
             self.t.dtype(),
             self.t.executor().backend_type()
         )
+    }
+}
+
+/// The GEMM precision a `tf32` flag asks for.
+fn precision(tf32: bool) -> hologram_backends::GemmPrecision {
+    if tf32 {
+        hologram_backends::GemmPrecision::Tf32
+    } else {
+        hologram_backends::GemmPrecision::Exact
     }
 }

@@ -73,7 +73,20 @@ pub(crate) enum XOp {
 pub(crate) struct XInst {
     pub op: XOp,
     pub guard: Option<(Slot, bool)>,
+    /// Constants to write into staging slots before the instruction runs: `(slot, index into
+    /// CpuKernel::consts)`. Empty unless the kernel has more than [`MAX_CONST_SLOTS`] distinct
+    /// constants.
+    pub fills: Vec<(Slot, u32)>,
 }
+
+/// Distinct constants that get a slot of their own (written once per worker); the rest share
+/// a few staging slots, written before each instruction that reads them. Every slot is a lane
+/// array (up to 1024 lanes, or a 4096-element chunk on the native path), so without this a kernel
+/// with a million distinct literals would ask for gigabytes per worker.
+pub(crate) const MAX_CONST_SLOTS: usize = 1024;
+
+/// Staging slots: an instruction reads at most three operands.
+const STAGING_SLOTS: usize = 3;
 
 /// Where a constant slot's value comes from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -117,8 +130,13 @@ struct Lowering<'k> {
     gid_copies: Vec<bool>,
     next_slot: Slot,
     specials: HashMap<Special, Slot>,
-    consts: HashMap<(Type, u64, bool), Slot>,
+    /// Each distinct constant's index in `const_list`.
+    consts: HashMap<(Type, u64, bool), u32>,
     const_list: Vec<(Slot, Type, ConstSource)>,
+    /// Staging slots (made at the first constant past [`MAX_CONST_SLOTS`]).
+    staging: Vec<Slot>,
+    /// Fills the instruction being lowered needs.
+    fills: Vec<(Slot, u32)>,
 }
 
 impl Lowering<'_> {
@@ -156,12 +174,33 @@ impl Lowering<'_> {
     }
 
     fn constant(&mut self, ty: Type, key: u64, is_param: bool, src: ConstSource) -> Slot {
-        if let Some(&slot) = self.consts.get(&(ty, key, is_param)) {
+        let index = match self.consts.get(&(ty, key, is_param)) {
+            Some(&i) => i,
+            None => {
+                let i = self.const_list.len() as u32;
+                let slot = if self.const_list.len() < MAX_CONST_SLOTS {
+                    self.fresh()
+                } else {
+                    if self.staging.is_empty() {
+                        self.staging = (0..STAGING_SLOTS).map(|_| self.fresh()).collect();
+                    }
+                    // Spilled: the slot is a staging slot, chosen at each use.
+                    self.staging[0]
+                };
+                self.consts.insert((ty, key, is_param), i);
+                self.const_list.push((slot, ty, src));
+                i
+            }
+        };
+        if (index as usize) < MAX_CONST_SLOTS {
+            return self.const_list[index as usize].0;
+        }
+        // A spilled constant: the same one twice in an instruction shares its staging slot.
+        if let Some(&(slot, _)) = self.fills.iter().find(|&&(_, i)| i == index) {
             return slot;
         }
-        let slot = self.fresh();
-        self.consts.insert((ty, key, is_param), slot);
-        self.const_list.push((slot, ty, src));
+        let slot = self.staging[self.fills.len().min(STAGING_SLOTS - 1)];
+        self.fills.push((slot, index));
         slot
     }
 
@@ -405,12 +444,15 @@ pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
         specials: HashMap::new(),
         consts: HashMap::new(),
         const_list: Vec::new(),
+        staging: Vec::new(),
+        fills: Vec::new(),
     };
     let mut insts = Vec::with_capacity(kernel.insts.len());
     for inst in &kernel.insts {
         let op = l.lower(&inst.op)?;
         let guard = inst.guard.as_ref().map(|g| (g.pred, g.negate));
-        insts.push(XInst { op, guard });
+        let fills = std::mem::take(&mut l.fills);
+        insts.push(XInst { op, guard, fills });
     }
     let mut specials: Vec<(Special, Slot)> = l.specials.into_iter().collect();
     specials.sort_by_key(|&(_, s)| s);

@@ -7,9 +7,13 @@
 //! structured code at its join point. A group at a barrier waits until every live lane of the
 //! block is at that barrier.
 
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
 use hologram_isa::Special;
 
 use super::compile::{ConstSource, CpuKernel, Slot, XOp};
+use super::deadline::Deadline;
 use super::memops::ArrayView;
 use crate::error::{BackendError, Result};
 
@@ -32,6 +36,10 @@ pub(crate) struct LaunchCtx<'a> {
     pub globals: Vec<ArrayView>,
     /// Bits of each constant slot, in `k.consts` order.
     pub const_bits: Vec<u64>,
+    /// How long one batch may run (the launch timeout), `None` for no limit.
+    pub timeout: Option<Duration>,
+    /// Set once any batch of the launch failed: the others stop at their next check.
+    pub failed: &'a AtomicBool,
 }
 
 // SAFETY: the raw pointers in the views point at buffers kept alive for the whole launch by the
@@ -60,6 +68,8 @@ pub(crate) struct BlockState {
     groups: Vec<Group>,
     spare_masks: Vec<Vec<u8>>,
     block: u64,
+    /// The running batch's clock.
+    deadline: Deadline,
 }
 
 /// True when, for a launch of this shape, `%gid` (x fastest over the whole launch) equals
@@ -114,6 +124,7 @@ impl BlockState {
             groups: Vec::new(),
             spare_masks: Vec::new(),
             block: 0,
+            deadline: Deadline::default(),
         };
         st.views = ctx.globals.clone();
         let mut off = 0usize;
@@ -259,6 +270,7 @@ impl BlockState {
     ) -> Result<()> {
         let block = first;
         self.block = block;
+        self.deadline = Deadline::start(ctx.timeout);
         self.begin_batch(ctx, block);
         while let Some(g) = self.groups.pop() {
             self.spare_masks.push(g.mask);
@@ -421,6 +433,16 @@ impl BlockState {
             } else {
                 Some(&self.groups[gi].mask)
             };
+            for &(slot, i) in &inst.fills {
+                let size = ctx.k.consts[i as usize].1.size_bytes();
+                fill_slot(
+                    &mut self.file,
+                    lanes,
+                    slot,
+                    size,
+                    ctx.const_bits[i as usize],
+                );
+            }
             let file = self.file.as_mut_ptr();
             // SAFETY (for the slot pointers below): slots index regions inside the file.
             let sp = |s: Slot| unsafe { file.add(s as usize * lanes) as *mut u8 };
@@ -512,6 +534,9 @@ impl BlockState {
                 }
                 XOp::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
                 XOp::Bra { target } => {
+                    if *target <= pc {
+                        self.deadline.tick(ctx)?;
+                    }
                     if count == group_active {
                         self.groups[gi].pc = *target;
                         continue;
@@ -526,6 +551,9 @@ impl BlockState {
                     let mask = if use_buf { Some(&self.mask[..]) } else { mask };
                     // SAFETY: the counter slot holds `lanes` integers of the counter's type.
                     let taken = unsafe { f(lanes, sp(*counter), mask, &mut self.taken) };
+                    if taken != 0 && *target <= pc {
+                        self.deadline.tick(ctx)?;
+                    }
                     if taken == 0 {
                         self.groups[gi].pc += 1;
                     } else if taken == group_active {
@@ -539,6 +567,9 @@ impl BlockState {
                     continue;
                 }
                 XOp::Call { target } => {
+                    if *target <= pc {
+                        self.deadline.tick(ctx)?;
+                    }
                     let mut stack = self.groups[gi].stack.clone();
                     stack.push(pc + 1);
                     if count == group_active {

@@ -3,9 +3,11 @@
 //! Each block executes instruction by instruction across all of its lanes at once
 //! (structure-of-arrays registers, active masks for divergence), and blocks run in parallel on
 //! rayon's thread pool. Every access to a buffer, shared or scratch array is bounds-checked.
-//! Launches are synchronous.
+//! Launches are synchronous; a batch of blocks that runs past the launch timeout stops the
+//! launch with `LaunchTimeout` (`deadline.rs`).
 
 mod compile;
+mod deadline;
 mod exec;
 mod gemm;
 mod lanes;
@@ -281,6 +283,7 @@ impl Backend for CpuBackend {
             }
         }
         bump(&self.counters.generic_launches, 1);
+        let failed = AtomicBool::new(false);
         let ctx = LaunchCtx {
             k,
             grid: config.grid,
@@ -291,8 +294,9 @@ impl Backend for CpuBackend {
             gid_block_major: exec::gid_is_block_major(config.grid, config.block),
             globals,
             const_bits,
+            timeout: config.effective_timeout(),
+            failed: &failed,
         };
-        let failed = AtomicBool::new(false);
         let first_error: Mutex<Option<BackendError>> = Mutex::new(None);
         let batches = blocks.div_ceil(batch_blocks as u64);
         let run = |state: &mut BlockState, batch: u64| {
@@ -302,10 +306,12 @@ impl Backend for CpuBackend {
             let first = batch * batch_blocks as u64;
             let count = (blocks - first).min(batch_blocks as u64) as usize;
             if let Err(e) = state.run_batch(&ctx, first, count) {
-                failed.store(true, Ordering::Relaxed);
+                // The error is stored before the flag is raised, so the batches that stop because
+                // of the flag cannot report their stop in its place.
                 if let Ok(mut slot) = first_error.lock() {
                     slot.get_or_insert(e);
                 }
+                failed.store(true, Ordering::Relaxed);
             }
         };
         if batches == 1 {

@@ -11,6 +11,8 @@ use super::memops::ArrayView;
 
 /// Elements per chunk: registers of a chunk stay in L1/L2.
 const CHUNK: usize = 4096;
+/// Most pairs of accesses a launch compares to choose a path (see `in_place_is_safe`).
+const PAIR_BUDGET: usize = 1 << 16;
 /// Launches smaller than this run on the calling thread.
 pub(crate) const PARALLEL_MIN: usize = 1 << 16;
 
@@ -26,6 +28,9 @@ pub(crate) struct NativeMap {
     def_at: Vec<usize>,
     /// Per register: the body index of its last read.
     last_use: Vec<usize>,
+    /// Stores and loads in the body.
+    stores: usize,
+    loads: usize,
     /// Buffers accessed at `%gid` (loaded there, or stored): they must hold every element.
     /// Buffers only gathered from may be smaller (a broadcast operand): each gathered index is
     /// checked.
@@ -37,9 +42,12 @@ impl NativeMap {
         let body = &k.kernel.insts[pattern.body_start..];
         let mut defs = vec![0u32; k.num_slots];
         let mut uses = vec![0u32; k.num_slots];
+        // Registers some computing instruction (not a load) writes.
+        let mut computed = vec![false; k.num_slots];
         for inst in body {
             if let Some(&d) = inst.op.dst() {
                 defs[d as usize] += 1;
+                computed[d as usize] |= !matches!(inst.op, Op::Ld { .. });
             }
             for (s, _) in inst.op.sources() {
                 if let Some(&r) = s.as_reg() {
@@ -78,10 +86,7 @@ impl NativeMap {
                 {
                     if let Some(&r) = src.as_reg() {
                         // The register must be written once, by a computing instruction.
-                        let def_is_compute = body
-                            .iter()
-                            .any(|d| d.op.dst() == Some(&r) && !matches!(d.op, Op::Ld { .. }));
-                        if defs[r as usize] == 1 && !claimed[r as usize] && def_is_compute {
+                        if defs[r as usize] == 1 && !claimed[r as usize] && computed[r as usize] {
                             direct_store[i] = true;
                             claimed[r as usize] = true;
                         }
@@ -108,19 +113,33 @@ impl NativeMap {
             }
         }
         let mut dense_params = pattern.outputs.clone();
+        let mut dense = vec![false; k.kernel.params.len()];
+        for &p in &dense_params {
+            dense[p as usize] = true;
+        }
         for inst in body {
             if let Op::Ld { mem, .. } = &inst.op {
                 if matches!(
                     mem.index,
                     hologram_isa::Operand::Special(Special::GidLinear)
-                ) && !dense_params.contains(&mem.array)
+                ) && !std::mem::replace(&mut dense[mem.array as usize], true)
                 {
                     dense_params.push(mem.array);
                 }
             }
         }
+        let stores = body
+            .iter()
+            .filter(|i| matches!(i.op, Op::St { .. }))
+            .count();
+        let loads = body
+            .iter()
+            .filter(|i| matches!(i.op, Op::Ld { .. }))
+            .count();
         NativeMap {
             pattern,
+            stores,
+            loads,
             zero_copy_load,
             direct_store,
             gid_slot,
@@ -166,12 +185,17 @@ impl NativeMap {
         };
         let overlaps = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
         let outs = &self.pattern.outputs;
+        let body = &k.kernel.insts[self.pattern.body_start..];
+        // The checks below cost the product of stores and loads; past a few thousand pairs the
+        // copying path (always correct) is taken instead of proving the in-place one safe.
+        if outs.len() * outs.len() + self.stores * self.loads > PAIR_BUDGET {
+            return false;
+        }
         for (i, &p) in outs.iter().enumerate() {
             if outs[i + 1..].iter().any(|&q| overlaps(range(p), range(q))) {
                 return false;
             }
         }
-        let body = &k.kernel.insts[self.pattern.body_start..];
         for (si, st) in body.iter().enumerate() {
             let Op::St { mem, src, .. } = &st.op else {
                 continue;
@@ -211,6 +235,11 @@ impl NativeMap {
     pub(crate) fn can_run(&self, globals: &[ArrayView], sizes: &[usize], n: usize) -> bool {
         if !self.pattern.gather {
             return true;
+        }
+        let (ins, outs) = (self.pattern.inputs.len(), self.pattern.outputs.len());
+        if outs * (ins + outs) > PAIR_BUDGET {
+            // Too many buffers to compare cheaply: the interpreter runs it.
+            return false;
         }
         // Outputs are written at 0..n; a gathered input may be read anywhere in its buffer.
         let range = |p: u32, elems: usize| {
@@ -294,6 +323,15 @@ impl NativeMap {
                 }
             }
             for (i, x) in body.iter().enumerate() {
+                for &(slot, ci) in &x.fills {
+                    let (_, ty, _) = k.consts[ci as usize];
+                    // SAFETY: staging slots are never zero-copy or direct, so the pointer is
+                    // still the slot's own `width` words of the file.
+                    let region = unsafe {
+                        std::slice::from_raw_parts_mut(ptrs[slot as usize] as *mut u64, width)
+                    };
+                    fill_splat(region, const_bits[ci as usize], ty.size_bytes());
+                }
                 match &x.op {
                     // SAFETY: slot pointers address `len` valid elements of the right type.
                     XOp::Compute { f, d, a, b, c } => unsafe {

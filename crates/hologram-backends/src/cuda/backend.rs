@@ -1,7 +1,9 @@
 //! [`CudaBackend`]: the [`Backend`] implementation for NVIDIA GPUs.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use cudarc::driver::result as drv;
 use cudarc::driver::sys;
@@ -13,6 +15,8 @@ use super::blas::Blas;
 use super::cache::ModuleCache;
 use super::codegen::{self, CodegenOptions, CODEGEN_VERSION};
 use super::device::{cublas, device_error, Device};
+use super::dnn::{self, Dnn};
+use super::dnn_api;
 use super::launch::{self, ErrorRecord};
 use super::memory::{CudaMemory, Staging, STAGING_THRESHOLD};
 use super::module::Module;
@@ -24,7 +28,7 @@ use crate::backend::{
 };
 use crate::error::{BackendError, Result};
 use crate::launch::{check_launch, check_range};
-use crate::library::{gemm::generic_gemm, GemmDesc};
+use crate::library::{gemm::generic_gemm, ConvDesc, ConvPass, GemmDesc};
 
 /// Most `.shared` bytes a kernel may declare (static shared memory on every CUDA GPU).
 const MAX_SHARED_BYTES: usize = 48 * 1024;
@@ -41,14 +45,30 @@ struct CudaKernel {
     vector_map: bool,
 }
 
+/// Launches queued since the stream was last drained, for the host's limit on waiting.
+#[derive(Default)]
+struct Queued {
+    launches: u64,
+    /// The longest timeout among them.
+    longest: Duration,
+    /// One of them has no timeout: wait as long as it takes.
+    unlimited: bool,
+    /// The last one's kernel (named if the wait gives up).
+    last: String,
+}
+
 /// The CUDA backend: one device, one stream, a kernel cache in memory and on disk, and cuBLAS
 /// for GEMM when it is installed.
 pub struct CudaBackend {
     modules: ModuleCache,
     kernels: Mutex<Vec<Arc<Kernel>>>,
     record: ErrorRecord,
+    queued: Mutex<Queued>,
+    /// A wait gave up on the GPU: the stream may never drain, so no more work is taken.
+    stuck: AtomicBool,
     staging: Mutex<Option<Staging>>,
     blas: Mutex<Option<std::result::Result<Blas, String>>>,
+    dnn: Mutex<Option<std::result::Result<Dnn, String>>>,
     nvrtc_version: (i32, i32),
     // Last: everything above needs the context and the stream while it is dropped.
     dev: Device,
@@ -69,8 +89,11 @@ impl CudaBackend {
             modules: ModuleCache::new(),
             kernels: Mutex::new(Vec::new()),
             record,
+            queued: Mutex::new(Queued::default()),
+            stuck: AtomicBool::new(false),
             staging: Mutex::new(None),
             blas: Mutex::new(None),
+            dnn: Mutex::new(None),
             nvrtc_version,
             dev,
         })
@@ -171,8 +194,45 @@ impl CudaBackend {
             .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))
     }
 
-    /// Reports (and clears) an out-of-bounds error recorded by an earlier launch; the stream
-    /// must have been synchronized.
+    /// Fails once a wait gave up on the GPU (see [`CudaBackend::drain`]).
+    fn usable(&self) -> Result<()> {
+        if self.stuck.load(Ordering::Relaxed) {
+            return Err(BackendError::Device(
+                "this CUDA backend is unusable: an earlier kernel ran past the launch timeout and \
+                 the GPU did not stop it; restart the process"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits for the stream. Lanes stop themselves at the launch timeout, so a stream with
+    /// launches queued ends within about that; the host waits far longer (twice the longest
+    /// timeout per queued launch, plus a minute), and past that gives up: the GPU did not stop
+    /// the kernel, and the backend refuses further work.
+    fn drain(&self) -> Result<()> {
+        let queued = std::mem::take(&mut *lock(&self.queued));
+        let limit = (queued.launches > 0 && !queued.unlimited).then(|| {
+            queued
+                .longest
+                .saturating_mul(2)
+                .saturating_mul(queued.launches.min(u32::MAX as u64) as u32)
+                .saturating_add(Duration::from_secs(60))
+        });
+        if self.dev.sync_within(limit)? {
+            return Ok(());
+        }
+        self.stuck.store(true, Ordering::Relaxed);
+        tracing::error!(kernel = %queued.last, "the GPU did not finish within {limit:?}; the CUDA backend stops taking work");
+        Err(BackendError::LaunchTimeout {
+            kernel: queued.last,
+            seconds: queued.longest.as_secs_f64(),
+            stuck: true,
+        })
+    }
+
+    /// Reports (and clears) an error recorded by an earlier launch; the stream must have been
+    /// synchronized.
     fn take_error(&self) -> Result<()> {
         self.record.take(&self.dev, |id| {
             lock(&self.kernels).get(id as usize).cloned()
@@ -244,9 +304,12 @@ impl Backend for CudaBackend {
         if src.is_empty() {
             return Ok(());
         }
+        self.usable()?;
         self.dev.bind()?;
         let at = m.address() + offset as u64;
         if src.len() >= STAGING_THRESHOLD {
+            // The staged copy waits for queued kernels through events: bound that wait first.
+            self.drain()?;
             let mut s = self.staging()?;
             if let Some(s) = s.as_mut() {
                 return s.copy_in(&self.dev, at, src);
@@ -260,9 +323,11 @@ impl Backend for CudaBackend {
     fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()> {
         let m = self.memory(src)?;
         check_range(offset, dst.len(), m.size_bytes())?;
+        self.usable()?;
         self.dev.bind()?;
         let at = m.address() + offset as u64;
         if dst.len() >= STAGING_THRESHOLD {
+            self.drain()?;
             let mut s = self.staging()?;
             if let Some(s) = s.as_mut() {
                 s.copy_out(&self.dev, at, dst)?;
@@ -274,7 +339,7 @@ impl Backend for CudaBackend {
             unsafe { drv::memcpy_dtoh_async(dst, at, self.dev.stream) }
                 .map_err(device_error("cuMemcpyDtoHAsync"))?;
         }
-        self.dev.sync()?;
+        self.drain()?;
         self.take_error()
     }
 
@@ -308,7 +373,7 @@ impl Backend for CudaBackend {
             let tmp = CudaMemory::new(&self.dev, len)?;
             dtod(from, tmp.address())?;
             dtod(tmp.address(), to)?;
-            return self.dev.sync();
+            return self.drain();
         }
         if from == to {
             return Ok(());
@@ -364,6 +429,7 @@ impl Backend for CudaBackend {
         if config.grid_blocks() == 0 {
             return Ok(());
         }
+        self.usable()?;
         self.dev.bind()?;
         // A vectorized map runs in its own shape, four lanes per thread (see codegen::map).
         let map_shape = if k.vector_map {
@@ -377,16 +443,19 @@ impl Backend for CudaBackend {
             vector_map: map_shape.is_some(),
         };
         let mut module = self.variant(k, opts)?;
+        let timeout = config.effective_timeout();
         let shape = match map_shape {
             Some((grid, block, total)) => launch::Shape {
                 grid,
                 block,
                 total: Some(total),
+                timeout,
             },
             None => launch::Shape {
                 grid: config.grid,
                 block: config.block,
                 total: None,
+                timeout,
             },
         };
         let lanes: u64 = shape.block.iter().map(|&b| b as u64).product();
@@ -413,6 +482,15 @@ impl Backend for CudaBackend {
             &self.record,
             k.id,
         )?;
+        {
+            let mut q = lock(&self.queued);
+            q.launches += 1;
+            match timeout {
+                Some(t) => q.longest = q.longest.max(t),
+                None => q.unlimited = true,
+            }
+            q.last.clone_from(&k.kernel.name);
+        }
         count(if shape.total.is_some() {
             Event::LibraryLaunch
         } else {
@@ -445,8 +523,9 @@ impl Backend for CudaBackend {
         self.stream_wait(producer as sys::CUstream, self.dev.stream)
     }
     fn synchronize(&self) -> Result<()> {
+        self.usable()?;
         self.dev.bind()?;
-        self.dev.sync()?;
+        self.drain()?;
         self.take_error()
     }
 
@@ -485,6 +564,39 @@ impl Backend for CudaBackend {
         }
         generic_gemm(self, desc, a, b, c)
     }
+
+    fn supports_conv(&self, desc: &ConvDesc, _pass: ConvPass) -> bool {
+        dnn_api::api().is_ok() && dnn::supports(desc)
+    }
+
+    fn conv(
+        &self,
+        desc: &ConvDesc,
+        pass: ConvPass,
+        a: &BufferArg,
+        b: &BufferArg,
+        out: &BufferArg,
+    ) -> Result<()> {
+        desc.check(pass, a, b, out)?;
+        if let Err(why) = dnn_api::api() {
+            return Err(BackendError::Unsupported {
+                kernel: "conv2d".into(),
+                feature: format!("cuDNN ({why})"),
+                device: self.info().name,
+            });
+        }
+        self.dev.bind()?;
+        let mut guard = lock(&self.dnn);
+        let handle = guard.get_or_insert_with(|| Dnn::new(&self.dev).map_err(|e| e.to_string()));
+        match handle {
+            Ok(d) => {
+                d.conv(&self.dev, desc, pass, a, b, out)?;
+                count(Event::LibraryLaunch);
+                Ok(())
+            }
+            Err(e) => Err(BackendError::Device(format!("cuDNN unusable: {e}"))),
+        }
+    }
 }
 
 impl Drop for CudaBackend {
@@ -492,9 +604,16 @@ impl Drop for CudaBackend {
         // Finish queued work, then release cuBLAS and the staging buffers with the context
         // current (the fields drop in declaration order, the device last).
         let _ = self.dev.bind();
+        if self.stuck.load(Ordering::Relaxed) {
+            // Waiting would never end; the process exits with the context.
+            return;
+        }
         let _ = self.dev.sync();
         if let Some(Ok(b)) = lock(&self.blas).take() {
             drop(b);
+        }
+        if let Some(Ok(d)) = lock(&self.dnn).take() {
+            drop(d);
         }
     }
 }

@@ -30,6 +30,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuStreamCreate",
     "cuStreamDestroy_v2",
     "cuStreamSynchronize",
+    "cuStreamQuery",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemHostAlloc",
@@ -255,6 +256,41 @@ impl Device {
     /// `sm_90` and the like.
     pub(crate) fn arch(&self) -> String {
         format!("sm_{}{}", self.major, self.minor)
+    }
+
+    /// Waits for everything on the backend's stream, at most `limit` (`None`: as long as it
+    /// takes). `Ok(false)` when the limit passed first.
+    pub(crate) fn sync_within(&self, limit: Option<std::time::Duration>) -> Result<bool> {
+        use std::time::{Duration, Instant};
+        let Some(limit) = limit else {
+            self.sync()?;
+            return Ok(true);
+        };
+        let start = Instant::now();
+        loop {
+            // SAFETY: the stream belongs to this device and lives as long as it.
+            match unsafe { sys::cuStreamQuery(self.stream) } {
+                sys::CUresult::CUDA_SUCCESS => return Ok(true),
+                sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                other => {
+                    return Err(BackendError::Device(describe(
+                        "a kernel or copy failed on the GPU (the CUDA context may be unusable now)",
+                        DriverError(other),
+                    )))
+                }
+            }
+            let waited = start.elapsed();
+            if waited >= limit {
+                return Ok(false);
+            }
+            // Stay close for 20 ms, as the driver's own wait does by default (it spins), so short
+            // work is seen at once; longer work is looked at every 100 µs (under 1% of it).
+            if waited < Duration::from_millis(20) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
     }
 
     /// Waits for everything on the backend's stream.

@@ -1,11 +1,13 @@
 //! Launching generated kernels, and the device-side error record that reports out-of-bounds
-//! accesses.
+//! accesses, barrier divergence and timeouts.
 //!
-//! Launches are asynchronous. A checked kernel that goes out of bounds elects one lane (atomic
-//! flag in device memory) to write `{1, kernel id, array, index, length}` into five words of
-//! host memory mapped into the device; the backend reads them after the stream is synchronized
-//! (in `synchronize` and `copy_out`), turns them into [`BackendError::OutOfBounds`] and resets
-//! them. Launches that succeed cost nothing extra: no copy, no event.
+//! Launches are asynchronous. The first lane that fails (out of bounds, lanes of a block at
+//! different barriers, past the launch timeout) elects itself (atomic flag in device memory) to
+//! write `{kind, kernel id, a, b, c}` into five words of host memory mapped into the device; the
+//! backend reads them after the stream is synchronized (in `synchronize` and `copy_out`), turns
+//! them into a [`BackendError`] ([`codegen::launch_error`]) and resets them. A second device
+//! word tells the lanes of every launch to stop once one timed out. Launches that succeed cost
+//! nothing extra: no copy, no event.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -20,7 +22,10 @@ use super::memory::{CudaMemory, Pinned};
 use crate::backend::{KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
-/// The out-of-bounds flag and record shared by every launch of a backend.
+/// The flag words: the error election, then the stop word (see the codegen's ABI).
+const FLAG_BYTES: usize = 8;
+
+/// The error flag and record shared by every launch of a backend.
 pub(crate) struct ErrorRecord {
     flag: CudaMemory,
     host: Pinned,
@@ -34,9 +39,11 @@ unsafe impl Sync for ErrorRecord {}
 
 impl ErrorRecord {
     pub(crate) fn new(dev: &Device) -> Result<ErrorRecord> {
-        let flag = CudaMemory::new(dev, 4)?;
-        // SAFETY: the flag allocation holds 4 bytes; synchronous so it is zero before any launch.
-        unsafe { drv::memset_d8_sync(flag.address(), 0, 4) }.map_err(device_error("cuMemsetD8"))?;
+        let flag = CudaMemory::new(dev, FLAG_BYTES)?;
+        // SAFETY: the flag allocation holds FLAG_BYTES; synchronous so it is zero before any
+        // launch.
+        unsafe { drv::memset_d8_sync(flag.address(), 0, FLAG_BYTES) }
+            .map_err(device_error("cuMemsetD8"))?;
         let host = Pinned::new(&dev.ctx, 5 * 8, sys::CU_MEMHOSTALLOC_DEVICEMAP)?;
         // SAFETY: 40 pinned bytes, 8-byte aligned (page-aligned allocation).
         unsafe { std::ptr::write_bytes(host.ptr, 0, 40) };
@@ -73,18 +80,18 @@ impl ErrorRecord {
             *r = unsafe { std::ptr::read_volatile(words.add(i)) };
             unsafe { std::ptr::write_volatile(words.add(i), 0) };
         }
-        // Re-arm the flag for later launches (ordered before them on the stream).
-        // SAFETY: 4 bytes of the flag allocation.
-        unsafe { drv::memset_d8_async(self.flag.address(), 0, 4, dev.stream) }
+        // Re-arm the flag and the stop word for later launches (ordered before them on the
+        // stream).
+        // SAFETY: FLAG_BYTES of the flag allocation.
+        unsafe { drv::memset_d8_async(self.flag.address(), 0, FLAG_BYTES, dev.stream) }
             .map_err(device_error("cuMemsetD8Async"))?;
         let err = match kernel_of(rec[1] as u32) {
-            Some(k) => codegen::oob_error(&k, &rec),
+            Some(k) => codegen::launch_error(&k, &rec),
             None => None,
         };
         Err(err.unwrap_or_else(|| {
             BackendError::Device(format!(
-                "a kernel went out of bounds (array #{}, index {}, length {})",
-                rec[2], rec[3] as i64, rec[4]
+                "a kernel failed on the GPU (error record {rec:?} of an unknown kernel)"
             ))
         }))
     }
@@ -122,6 +129,8 @@ pub(crate) struct Shape {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub total: Option<u64>,
+    /// The launch timeout the lanes check (`None`: no limit).
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// Launches `function` with `args` (already checked against `kernel`) on the stream.
@@ -155,6 +164,11 @@ pub(crate) fn launch(
     vals.push(rec.flag.address());
     vals.push(rec.device_rec);
     vals.push(kernel_id as u64);
+    vals.push(
+        shape
+            .timeout
+            .map_or(0, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64),
+    );
     if let Some(total) = shape.total {
         vals.push(total);
     }

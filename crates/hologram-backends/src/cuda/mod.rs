@@ -1,7 +1,7 @@
 //! The CUDA backend.
 //!
 //! [`codegen`] translates Atlas ISA kernels to CUDA C; it is plain Rust and always built. The
-//! backend itself needs the `cuda` feature: it loads libcuda, NVRTC and cuBLAS at run time
+//! backend itself needs the `cuda` feature: it loads libcuda, NVRTC, cuBLAS and (when present, for convolutions) cuDNN at run time
 //! (through cudarc), compiles generated code with NVRTC for the device's architecture, caches the
 //! binaries in memory and on disk, and runs launches asynchronously on one stream.
 //!
@@ -25,6 +25,10 @@ mod blas;
 mod cache;
 #[cfg(feature = "cuda")]
 mod device;
+#[cfg(feature = "cuda")]
+mod dnn;
+#[cfg(feature = "cuda")]
+mod dnn_api;
 #[cfg(feature = "cuda")]
 mod graph;
 #[cfg(feature = "cuda")]

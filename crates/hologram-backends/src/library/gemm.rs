@@ -7,7 +7,7 @@ use crate::backend::{Backend, BufferArg, KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
 /// How much precision a GEMM may trade for speed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum GemmPrecision {
     /// Products and sums in the element type (f16/bf16 accumulate in f32).
     #[default]
@@ -321,6 +321,7 @@ pub fn generic_gemm<B: Backend + ?Sized>(
         grid,
         block: [TILE, TILE, 1],
         bounds_checks: true,
+        timeout: None,
     };
     backend.launch(&compiled, &config, &args)
 }

@@ -2,6 +2,8 @@
 //! Atlas ISA (so every backend runs it); backends override them with faster library code
 //! (a CPU GEMM crate, cuBLAS).
 
+pub mod conv;
 pub mod gemm;
 
+pub use conv::{ConvDesc, ConvPass};
 pub use gemm::{GemmDesc, GemmPrecision};

@@ -82,6 +82,13 @@ impl Gpu {
         })
     }
 
+    /// Marks the device unusable: every later call fails with `why`.
+    pub fn poison(&self, why: String) {
+        if let Ok(mut slot) = self.fault.lock() {
+            slot.get_or_insert(why);
+        }
+    }
+
     /// Fails if the device was lost or reported an uncaptured error.
     pub fn check_fault(&self) -> Result<()> {
         match self.fault.lock().ok().and_then(|s| s.clone()) {
@@ -160,6 +167,16 @@ impl Gpu {
 
     /// Maps a MAP_READ buffer (after pending copies into it) and returns its bytes.
     pub fn map_read(&self, staging: &::wgpu::Buffer) -> Result<Vec<u8>> {
+        self.map_read_within(staging, None)
+    }
+
+    /// As [`Gpu::map_read`], waiting at most `limit` for the GPU: past it, the result is
+    /// `LaunchTimeout { stuck: true }` (with an empty kernel name, for the caller to fill in).
+    pub fn map_read_within(
+        &self,
+        staging: &::wgpu::Buffer,
+        limit: Option<std::time::Duration>,
+    ) -> Result<Vec<u8>> {
         let result: Arc<Mutex<Option<std::result::Result<(), String>>>> =
             Arc::new(Mutex::new(None));
         let r = result.clone();
@@ -168,7 +185,24 @@ impl Gpu {
                 *slot = Some(res.map_err(|e| e.to_string()));
             }
         });
-        self.wait()?;
+        match self.device.poll(::wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: limit,
+        }) {
+            Ok(_) => self.check_fault()?,
+            Err(::wgpu::PollError::Timeout) => {
+                return Err(BackendError::LaunchTimeout {
+                    kernel: String::new(),
+                    seconds: limit.unwrap_or_default().as_secs_f64(),
+                    stuck: true,
+                })
+            }
+            Err(e) => {
+                return Err(BackendError::Device(format!(
+                    "waiting for the GPU failed: {e}"
+                )))
+            }
+        }
         let status = result.lock().ok().and_then(|mut s| s.take());
         match status {
             Some(Ok(())) => {}

@@ -2,6 +2,7 @@
 //! larger than the per-dimension dispatch limit), and decoding the device-side error word.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hologram_isa::{ArrayRef, Kernel, ParamKind, Type};
 
@@ -187,6 +188,10 @@ fn bind_args<'a>(
     words[..3].copy_from_slice(&config.grid);
     words[3] = fold.0;
     words[4] = fold.1 as u32;
+    let blocks = config
+        .effective_timeout()
+        .map(|t| (t.as_secs_f64() * crate::launch::WGPU_BLOCKS_PER_SECOND as f64).ceil() as u64);
+    words[6..8].copy_from_slice(&codegen::timeout_budget(blocks));
     let mut buffers = Vec::new();
     let mut lens = vec![0u64; kernel.params.len()];
     for (i, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
@@ -380,13 +385,50 @@ pub(crate) fn run(
             }
         },
     )?;
-    let bytes = gpu.map_read(&readback)?;
+    // The device stops a runaway lane after its budget; the host stops waiting well after that
+    // (a GPU slower than the budget assumes), and then the dispatch may still be running.
+    let host_limit = config
+        .effective_timeout()
+        .map(|t| 4 * t + Duration::from_secs(10));
+    let bytes = match gpu.map_read_within(&readback, host_limit) {
+        Err(BackendError::LaunchTimeout { stuck: true, .. }) => {
+            let timeout = config.effective_timeout().unwrap_or_default();
+            gpu.poison(format!(
+                "kernel '{}' ran past the launch timeout and the GPU did not stop it; create a new executor",
+                kernel.name
+            ));
+            return Err(crate::launch::timeout_error(kernel, timeout, true));
+        }
+        other => other?,
+    };
     let err: Vec<u32> = bytes
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    decode_error(kernel, &pipeline.generated, &bound.lens, &err)
+    decode_error(kernel, &pipeline.generated, &bound.lens, &err).map_err(|e| match e {
+        // The device only knows it spent the budget; the error names the timeout.
+        BackendError::LaunchTimeout { stuck, .. } => crate::launch::timeout_error(
+            kernel,
+            config.effective_timeout().unwrap_or_default(),
+            stuck,
+        ),
+        BackendError::Unsupported {
+            kernel, feature, ..
+        } => BackendError::Unsupported {
+            kernel,
+            feature,
+            device: gpu.info.name.clone(),
+        },
+        e => e,
+    })
 }
+
+/// What a driver that cuts loops short cannot run.
+pub(crate) const LOOP_CUT: &str =
+    "more than 65535 loop iterations in one lane: this Vulkan driver \
+     (Mesa's lavapipe/llvmpipe) stops every shader's loops after 65535 iterations in all, which \
+     would silently give wrong results; run the kernel on the CPU backend or a hardware GPU, or \
+     split the lane's work over more lanes or launches";
 
 /// Turns the error words into the launch's result.
 fn decode_error(kernel: &Kernel, generated: &Generated, lens: &[u64], err: &[u32]) -> Result<()> {
@@ -424,6 +466,16 @@ fn decode_error(kernel: &Kernel, generated: &Generated, lens: &[u64], err: &[u32
             kernel: kernel.name.clone(),
             block: word(2) as u64,
             pcs: vec![word(3), word(4)],
+        }),
+        codegen::ERR_TIMEOUT => Err(BackendError::LaunchTimeout {
+            kernel: kernel.name.clone(),
+            seconds: 0.0,
+            stuck: false,
+        }),
+        codegen::ERR_LOOP_CUT => Err(BackendError::Unsupported {
+            kernel: kernel.name.clone(),
+            feature: LOOP_CUT.into(),
+            device: String::new(),
         }),
         other => Err(BackendError::Device(format!(
             "unknown device error kind {other}"

@@ -25,9 +25,8 @@ pub fn executor(name: &str) -> Result<Executor, CliError> {
 
 /// Reads and assembles a `.hasm` file; errors carry `file:line:col`.
 pub fn assemble_file(path: &std::path::Path) -> Result<hologram_isa::Kernel, CliError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| CliError::Io(path.display().to_string(), e))?;
-    hologram_isa::assemble(&text).map_err(|error| CliError::Asm {
+    let bytes = std::fs::read(path).map_err(|e| CliError::Io(path.display().to_string(), e))?;
+    hologram_isa::assemble_bytes(&bytes).map_err(|error| CliError::Asm {
         file: path.display().to_string(),
         error: Box::new(error),
     })

@@ -75,6 +75,7 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
         grid: dims(&a.grid, "grid")?,
         block: dims(&a.block, "block")?,
         bounds_checks: !a.unchecked,
+        timeout: None,
     };
     let mut given = std::collections::HashMap::new();
     for b in &a.args {

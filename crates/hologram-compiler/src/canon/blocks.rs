@@ -1,112 +1,52 @@
-//! Control flow over a [`Body`]: successors of every instruction, with calls entering their
-//! callee and returns going back to every call site of the procedures that reach them.
+//! Control flow over a [`Body`]: the interprocedural graph of its live instructions (calls
+//! enter their callee, returns go back to every call site of the procedures that reach them),
+//! and basic-block leaders.
 
-use hologram_isa::Op;
+use hologram_isa::flow::{self, Graph, Procedures};
+use hologram_isa::{Inst, Op};
 
 use super::body::Body;
 
-/// Successor lists over live instruction indices; `len()` is the exit.
+/// The live instructions of a body, compacted, with their control flow.
 pub(crate) struct Flow {
-    pub succ: Vec<Vec<usize>>,
+    /// The live instructions (branch targets renumbered).
+    pub insts: Vec<Inst<u32>>,
+    /// Old index (in the body) of each compacted instruction.
+    pub old_index: Vec<usize>,
+    /// Interprocedural graph over the compacted instructions: node `insts.len()` is the exit,
+    /// nodes after it the procedures' return points ([`flow::interprocedural`]).
+    pub graph: Graph,
 }
 
 impl Flow {
+    /// The flow of `body`'s live instructions. Canonicalization only shrinks validated kernels,
+    /// whose subroutines are within the validator's bound on shared code, so no bound is
+    /// applied here.
     pub fn new(body: &Body) -> Flow {
-        let n = body.len();
-        let next = |pc: usize| body.next_live(pc);
-        // Intra-procedural successors (calls fall through) to find each procedure's extent.
-        let intra = |pc: usize, op: &Op<u32>, guarded: bool| -> Vec<usize> {
-            match op {
-                Op::Bra { target } if guarded => vec![next(*target as usize), next(pc + 1)],
-                Op::Bra { target } => vec![next(*target as usize)],
-                Op::Loop { target, .. } => vec![next(*target as usize), next(pc + 1)],
-                Op::Ret | Op::Exit if guarded => vec![n, next(pc + 1)],
-                Op::Ret | Op::Exit => vec![n],
-                _ => vec![next(pc + 1)],
-            }
+        let (insts, _) = body.compact();
+        let old_index = body.live_indices();
+        let intra = flow::intra(&insts);
+        let graph = match Procedures::new(&insts, &intra, usize::MAX) {
+            Ok(procs) => flow::interprocedural(&insts, &intra, &procs),
+            // Unreachable with no bound; without procedures, every instruction is its own
+            // successor's predecessor as in one procedure.
+            Err(_) => intra,
         };
-        let mut entries = vec![next(0)];
-        for inst in body.insts.iter().flatten() {
-            if let Op::Call { target } = inst.op {
-                let e = next(target as usize);
-                if !entries.contains(&e) {
-                    entries.push(e);
-                }
-            }
+        Flow {
+            insts,
+            old_index,
+            graph,
         }
-        // Instructions each procedure reaches.
-        let reach = |start: usize| -> Vec<bool> {
-            let mut seen = vec![false; n + 1];
-            let mut stack = vec![start];
-            while let Some(pc) = stack.pop() {
-                if pc >= n || seen[pc] {
-                    continue;
-                }
-                seen[pc] = true;
-                if let Some(inst) = &body.insts[pc] {
-                    stack.extend(intra(pc, &inst.op, inst.guard.is_some()));
-                }
-            }
-            seen
-        };
-        let bodies: Vec<Vec<bool>> = entries.iter().map(|&e| reach(e)).collect();
-        let mut return_sites: Vec<Vec<usize>> = vec![Vec::new(); entries.len()];
-        for (pc, inst) in body.insts.iter().enumerate() {
-            if let Some(inst) = inst {
-                if let Op::Call { target } = inst.op {
-                    let e = next(target as usize);
-                    if let Some(p) = entries.iter().position(|&x| x == e) {
-                        return_sites[p].push(next(pc + 1));
-                    }
-                }
-            }
-        }
-        let mut succ = vec![Vec::new(); n + 1];
-        for (pc, slot) in body.insts.iter().enumerate() {
-            let Some(inst) = slot else { continue };
-            let guarded = inst.guard.is_some();
-            succ[pc] = match &inst.op {
-                Op::Call { target } => {
-                    let mut v = vec![next(*target as usize)];
-                    if guarded {
-                        v.push(next(pc + 1));
-                    }
-                    v
-                }
-                Op::Ret => {
-                    let mut v = Vec::new();
-                    for (p, seen) in bodies.iter().enumerate() {
-                        if seen[pc] {
-                            if p == 0 {
-                                v.push(n);
-                            }
-                            v.extend(return_sites[p].iter().copied());
-                        }
-                    }
-                    if guarded {
-                        v.push(next(pc + 1));
-                    }
-                    v
-                }
-                op => intra(pc, op, guarded),
-            };
-        }
-        Flow { succ }
     }
 
-    /// Live instructions reachable from the entry.
-    pub fn reachable(&self, body: &Body) -> Vec<bool> {
-        let n = body.len();
-        let mut seen = vec![false; n + 1];
-        let mut stack = vec![body.next_live(0)];
-        while let Some(pc) = stack.pop() {
-            if pc > n || seen[pc] {
-                continue;
-            }
-            seen[pc] = true;
-            stack.extend(self.succ[pc].iter().copied());
+    /// Old indices of the live instructions reachable from the entry.
+    pub fn reachable(&self) -> Vec<bool> {
+        let n = self.insts.len();
+        if n == 0 {
+            return Vec::new();
         }
-        seen
+        let seen = self.graph.reachable_from(0);
+        seen[..n].to_vec()
     }
 
     /// Start of every basic block: the entry, jump targets, return sites and instructions after
@@ -115,7 +55,7 @@ impl Flow {
         let n = body.len();
         let mut lead = vec![false; n + 1];
         lead[body.next_live(0)] = true;
-        for (pc, slot) in body.insts.iter().enumerate() {
+        for (pc, slot) in body.slots().iter().enumerate() {
             let Some(inst) = slot else { continue };
             if let Some(t) = inst.op.target() {
                 lead[body.next_live(*t as usize)] = true;

@@ -1,6 +1,7 @@
 //! Dead-code elimination: pure instructions whose result nobody reads, unreachable code,
 //! branches to the next instruction, and a trailing `exit`.
 
+use hologram_isa::flow::dataflow;
 use hologram_isa::{Kernel, Op};
 
 use super::blocks::Flow;
@@ -11,16 +12,14 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
     let mut changed = false;
     // Unreachable instructions.
     let flow = Flow::new(body);
-    let reachable = flow.reachable(body);
-    for (pc, slot) in body.insts.iter_mut().enumerate() {
-        if slot.is_some() && !reachable[pc] {
-            *slot = None;
-            changed = true;
+    for (i, reachable) in flow.reachable().into_iter().enumerate() {
+        if !reachable {
+            changed |= body.delete(flow.old_index[i]);
         }
     }
     // Branches to where control goes anyway.
     for pc in 0..body.len() {
-        let to_next = match &body.insts[pc] {
+        let to_next = match body.get(pc) {
             Some(inst) => match inst.op {
                 Op::Bra { target } => body.next_live(target as usize) == body.next_live(pc + 1),
                 _ => false,
@@ -28,64 +27,49 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
             None => false,
         };
         if to_next {
-            body.insts[pc] = None;
-            changed = true;
+            changed |= body.delete(pc);
         }
     }
     // A final unguarded exit: falling off the end exits too.
-    if let Some(last) = (0..body.len()).rev().find(|&i| body.insts[i].is_some()) {
-        if matches!(&body.insts[last], Some(i) if i.guard.is_none() && matches!(i.op, Op::Exit)) {
-            body.insts[last] = None;
-            changed = true;
+    if let Some(last) = (0..body.len()).rev().find(|&i| body.get(i).is_some()) {
+        if matches!(body.get(last), Some(i) if i.guard.is_none() && matches!(i.op, Op::Exit)) {
+            changed |= body.delete(last);
         }
     }
-    // Results nobody reads (liveness to a fixed point).
+    // Results nobody reads: strong liveness over the interprocedural graph. A pure instruction
+    // whose result is not live is dead, and its own reads do not keep anything alive, so a whole
+    // chain of dead computations (`add %a, %a, 1` repeated, never stored) goes in one pass.
     let flow = Flow::new(body);
-    let n = body.len();
-    let nregs = kernel.regs.len();
-    let words = nregs.div_ceil(64).max(1);
-    let mut live_in = vec![vec![0u64; words]; n + 1];
-    let mut live_out = vec![vec![0u64; words]; n + 1];
-    let set = |v: &mut Vec<u64>, r: u32| v[r as usize / 64] |= 1 << (r % 64);
-    let has = |v: &Vec<u64>, r: u32| v[r as usize / 64] & (1 << (r % 64)) != 0;
-    let mut again = true;
-    while again {
-        again = false;
-        for pc in (0..n).rev() {
-            let Some(inst) = &body.insts[pc] else {
-                continue;
-            };
-            let mut out = vec![0u64; words];
-            for &s in &flow.succ[pc] {
-                for (o, i) in out.iter_mut().zip(&live_in[s]) {
-                    *o |= i;
-                }
-            }
-            let mut inn = out.clone();
-            if inst.guard.is_none() {
-                if let Some(&d) = inst.op.dst() {
-                    inn[d as usize / 64] &= !(1 << (d % 64));
-                }
-            }
-            for r in reads(inst) {
-                set(&mut inn, r);
-            }
-            if inn != live_in[pc] || out != live_out[pc] {
-                live_in[pc] = inn;
-                live_out[pc] = out;
-                again = true;
+    let insts = &flow.insts;
+    let has = |set: &[u64], r: u32| set[r as usize / 64] & (1 << (r % 64)) != 0;
+    let live = |x: usize, set: &mut [u64]| {
+        let Some(inst) = insts.get(x) else { return };
+        if is_pure(&inst.op) && inst.op.dst().is_some_and(|&d| !has(set, d)) {
+            return;
+        }
+        if inst.guard.is_none() {
+            if let Some(&d) = inst.op.dst() {
+                set[d as usize / 64] &= !(1 << (d % 64));
             }
         }
-    }
-    for (slot, out) in body.insts.iter_mut().zip(&live_out) {
-        let dead = match slot {
-            Some(inst) if is_pure(&inst.op) => inst.op.dst().is_some_and(|&d| !has(out, d)),
-            _ => false,
-        };
-        if dead {
-            *slot = None;
-            changed = true;
+        for r in reads(inst) {
+            set[r as usize / 64] |= 1 << (r % 64);
         }
+    };
+    let solution = dataflow::backward_may(&flow.graph, 0, kernel.regs.len(), &live);
+    let mut dead = Vec::new();
+    solution.walk_backward(&flow.graph, &live, |x, after| {
+        let Some(inst) = insts.get(x) else { return };
+        if is_pure(&inst.op) {
+            if let Some(&d) = inst.op.dst() {
+                if !has(after, d) {
+                    dead.push(flow.old_index[x]);
+                }
+            }
+        }
+    });
+    for pc in dead {
+        changed |= body.delete(pc);
     }
     changed
 }

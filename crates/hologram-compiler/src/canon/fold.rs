@@ -6,7 +6,7 @@
 //! `x-x`, `x*0`) are never applied; constant folding uses the same functions the CPU backend
 //! runs, so folded results are bit-identical.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use hologram_isa::semantics::{eval, Value};
 use hologram_isa::{BinaryOp, CmpOp, Inst, Kernel, Op, Operand, Special, TernaryOp, Type};
@@ -15,7 +15,7 @@ use super::blocks::Flow;
 use super::body::{is_pure, Body};
 
 /// What a register or operand holds, as far as one basic block knows.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 enum Val {
     Const(Type, u64),
     Param(u32),
@@ -23,11 +23,26 @@ enum Val {
     Num(u32),
 }
 
+/// What a register holds in the current block, valid when `block` is the current block's
+/// number (so starting a block forgets everything without touching every register).
+#[derive(Clone, Copy)]
+struct RegVal {
+    block: u32,
+    val: Val,
+    /// When it started holding `val` (orders the holders of a value).
+    since: u64,
+}
+
 struct Block<'k> {
     kernel: &'k Kernel,
-    reg_val: HashMap<u32, Val>,
-    holders: HashMap<Val, Vec<u32>>,
-    exprs: HashMap<(String, Vec<Val>), Val>,
+    /// Per register; see [`RegVal`].
+    regs: Vec<RegVal>,
+    number: u32,
+    /// Registers holding each value, keyed by when they started to (the first has held it
+    /// longest); a map, so that a register moving between values costs a log, not a scan.
+    holders: HashMap<Val, BTreeMap<u64, u32>>,
+    seq: u64,
+    exprs: HashMap<(Tag, Vec<Val>), Val>,
     next_num: u32,
     never_written: &'k [bool],
 }
@@ -38,9 +53,14 @@ impl Block<'_> {
         Val::Num(self.next_num)
     }
 
+    fn reg_val(&self, r: u32) -> Option<Val> {
+        let e = &self.regs[r as usize];
+        (e.block == self.number).then_some(e.val)
+    }
+
     fn reg(&mut self, r: u32) -> Val {
-        if let Some(v) = self.reg_val.get(&r) {
-            return *v;
+        if let Some(v) = self.reg_val(r) {
+            return v;
         }
         let v = if self.never_written[r as usize] {
             // Registers nothing writes read zero everywhere.
@@ -48,9 +68,39 @@ impl Block<'_> {
         } else {
             self.fresh()
         };
-        self.reg_val.insert(r, v);
-        self.holders.entry(v).or_default().push(r);
+        self.add_holder(v, r);
         v
+    }
+
+    /// Records that `r` (which held nothing known in this block) now holds `v`.
+    fn add_holder(&mut self, v: Val, r: u32) {
+        self.seq += 1;
+        self.regs[r as usize] = RegVal {
+            block: self.number,
+            val: v,
+            since: self.seq,
+        };
+        self.holders.entry(v).or_default().insert(self.seq, r);
+    }
+
+    fn remove_holder(&mut self, r: u32) {
+        let e = self.regs[r as usize];
+        if e.block != self.number {
+            return;
+        }
+        if let Some(h) = self.holders.get_mut(&e.val) {
+            h.remove(&e.since);
+            if h.is_empty() {
+                self.holders.remove(&e.val);
+            }
+        }
+    }
+
+    /// The register that has held `v` longest.
+    fn first_holder(&self, v: Val) -> Option<u32> {
+        self.holders
+            .get(&v)
+            .and_then(|h| h.values().next().copied())
     }
 
     fn val(&mut self, op: &Operand<u32>, ty: Type) -> Val {
@@ -80,8 +130,8 @@ impl Block<'_> {
             }
             Val::Param(p) => Operand::Param(p),
             Val::Special(s) => Operand::Special(s),
-            Val::Num(_) => match self.holders.get(&v).and_then(|h| h.first()) {
-                Some(&h) => Operand::Reg(h),
+            Val::Num(_) => match self.first_holder(v) {
+                Some(h) => Operand::Reg(h),
                 None => current.clone(),
             },
         }
@@ -89,12 +139,8 @@ impl Block<'_> {
 
     /// Records that `dst` now holds `v`.
     fn define(&mut self, dst: u32, v: Val) {
-        if let Some(old) = self.reg_val.insert(dst, v) {
-            if let Some(h) = self.holders.get_mut(&old) {
-                h.retain(|&r| r != dst);
-            }
-        }
-        self.holders.entry(v).or_default().push(dst);
+        self.remove_holder(dst);
+        self.add_holder(v, dst);
     }
 
     fn const_of(v: Val) -> Option<Value> {
@@ -226,29 +272,41 @@ fn fold(op: &Op<u32>, vals: &[Val]) -> Option<Value> {
     }
 }
 
+/// The operation of an expression, without its operands.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Tag {
+    Cvt(Type, Type),
+    Bitcast(Type, Type),
+    Unary(hologram_isa::UnaryOp, Type),
+    Binary(BinaryOp, Type),
+    Ternary(TernaryOp, Type),
+    Setp(CmpOp, Type),
+    Selp(Type),
+}
+
 /// The key under which an expression is remembered (commutative operands sorted).
-fn expr_key(op: &Op<u32>, vals: &[Val]) -> Option<(String, Vec<Val>)> {
+fn expr_key(op: &Op<u32>, vals: &[Val]) -> Option<(Tag, Vec<Val>)> {
     let mut vals = vals.to_vec();
     let tag = match op {
-        Op::Cvt { to, from, .. } => format!("cvt.{to}.{from}"),
-        Op::Bitcast { to, from, .. } => format!("bitcast.{to}.{from}"),
-        Op::Unary { op, ty, .. } => format!("{}.{ty}", op.name()),
+        Op::Cvt { to, from, .. } => Tag::Cvt(*to, *from),
+        Op::Bitcast { to, from, .. } => Tag::Bitcast(*to, *from),
+        Op::Unary { op, ty, .. } => Tag::Unary(*op, *ty),
         Op::Binary { op, ty, .. } => {
             if op.is_commutative() {
-                vals.sort_by_key(|v| format!("{v:?}"));
+                vals.sort_unstable();
             }
-            format!("{}.{ty}", op.name())
+            Tag::Binary(*op, *ty)
         }
         Op::Ternary { op, ty, .. } => {
-            vals[..2].sort_by_key(|v| format!("{v:?}"));
-            format!("{}.{ty}", op.name())
+            vals[..2].sort_unstable();
+            Tag::Ternary(*op, *ty)
         }
         Op::Setp { cmp, ty, .. } => {
             // `gt a, b` is `lt b, a` (for floats too: both are false with a NaN), so both
             // spellings share a key, whichever the operand-ordering pass later picks.
             let cmp = match cmp {
                 CmpOp::Eq | CmpOp::Ne => {
-                    vals.sort_by_key(|v| format!("{v:?}"));
+                    vals.sort_unstable();
                     *cmp
                 }
                 CmpOp::Gt | CmpOp::Ge => {
@@ -261,9 +319,9 @@ fn expr_key(op: &Op<u32>, vals: &[Val]) -> Option<(String, Vec<Val>)> {
                 }
                 CmpOp::Lt | CmpOp::Le => *cmp,
             };
-            format!("setp.{}.{ty}", cmp.name())
+            Tag::Setp(cmp, *ty)
         }
-        Op::Selp { ty, .. } => format!("selp.{ty}"),
+        Op::Selp { ty, .. } => Tag::Selp(*ty),
         _ => return None,
     };
     Some((tag, vals))
@@ -397,7 +455,7 @@ fn source_types(op: &Op<u32>, kernel: &Kernel) -> Vec<Type> {
 /// Runs value numbering over every basic block; returns true if anything changed.
 pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
     let mut never_written = vec![true; kernel.regs.len()];
-    for inst in body.insts.iter().flatten() {
+    for inst in body.slots().iter().flatten() {
         if let Some(&d) = inst.op.dst() {
             never_written[d as usize] = false;
         }
@@ -407,17 +465,30 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
     let mut state: Option<Block> = None;
     for (pc, &leader) in leaders.iter().enumerate().take(body.len()) {
         if leader || state.is_none() {
+            let (regs, number) = match state.take() {
+                Some(old) => (old.regs, old.number + 1),
+                None => {
+                    let unknown = RegVal {
+                        block: u32::MAX,
+                        val: Val::Num(0),
+                        since: 0,
+                    };
+                    (vec![unknown; kernel.regs.len()], 0)
+                }
+            };
             state = Some(Block {
                 kernel,
-                reg_val: HashMap::new(),
+                regs,
+                number,
                 holders: HashMap::new(),
+                seq: 0,
                 exprs: HashMap::new(),
                 next_num: 0,
                 never_written: &never_written,
             });
         }
         let Some(st) = state.as_mut() else { continue };
-        let Some(inst) = body.insts[pc].clone() else {
+        let Some(inst) = body.get(pc).cloned() else {
             continue;
         };
         // A guard known true disappears; known false deletes the instruction.
@@ -427,8 +498,7 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
                 if (bits != 0) != g.negate {
                     guard = None;
                 } else {
-                    body.insts[pc] = None;
-                    changed = true;
+                    changed |= body.delete(pc);
                     continue;
                 }
             }
@@ -483,7 +553,7 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
             } else if unguarded {
                 if let Some(key) = expr_key(&op, &vals) {
                     if let Some(&v) = st.exprs.get(&key) {
-                        if let Some(&h) = st.holders.get(&v).and_then(|h| h.first()) {
+                        if let Some(h) = st.first_holder(v) {
                             op = Op::Mov {
                                 ty,
                                 dst,
@@ -500,10 +570,9 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
             }
             // Writing a register with the value it already holds does nothing.
             if unguarded {
-                if let (Some(v), Some(&cur)) = (result, st.reg_val.get(&dst)) {
+                if let (Some(v), Some(cur)) = (result, st.reg_val(dst)) {
                     if v == cur {
-                        body.insts[pc] = None;
-                        changed = true;
+                        changed |= body.delete(pc);
                         continue;
                     }
                 }
@@ -518,8 +587,8 @@ pub(crate) fn run(kernel: &Kernel, body: &mut Body) -> bool {
             st.define(d, v);
         }
         let new = Inst { guard, op };
-        if Some(&new) != body.insts[pc].as_ref() {
-            body.insts[pc] = Some(new);
+        if Some(&new) != body.get(pc) {
+            body.set(pc, new);
             changed = true;
         }
     }

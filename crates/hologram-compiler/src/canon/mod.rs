@@ -11,6 +11,10 @@ use hologram_isa::Kernel;
 
 use body::Body;
 
+/// Most rounds of folding and dead-code elimination (each linear in the kernel's size) before a
+/// kernel that has not settled is left unsimplified (see [`canonicalize`]).
+pub const MAX_ROUNDS: usize = 32;
+
 /// How far canonicalization shrank a kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Reduction {
@@ -23,7 +27,10 @@ pub struct Reduction {
 /// Brings a validated kernel to canonical form: value numbering with constant folding and
 /// propagation, copy propagation, IEEE-safe algebraic simplification, common-subexpression and
 /// dead-code elimination, commutative operand ordering, and register and label renumbering in
-/// first-use order. The result computes the same values (bit for bit) and is never longer.
+/// first-use order. The result computes the same values (bit for bit) and is never longer, and
+/// canonicalizing it again changes nothing. A kernel whose simplifications have not settled after
+/// [`MAX_ROUNDS`] rounds (each enabling the next, which only purpose-built chains do) is only
+/// renamed and reordered, so that the time stays linear in its size.
 ///
 /// ```
 /// let a = hologram_isa::assemble(".kernel k\n.param .buf.u32 y .rw\n    mov.u32 %t, 3;\n    add.u32 %v, %t, %gid;\n    st.u32 y[%gid], %v;\n")?;
@@ -36,12 +43,20 @@ pub struct Reduction {
 pub fn canonicalize(kernel: &Kernel) -> (Kernel, Reduction) {
     let before = kernel.insts.len();
     let mut body = Body::new(kernel);
-    for _ in 0..16 {
+    let mut settled = false;
+    for _ in 0..MAX_ROUNDS {
         let a = fold::run(kernel, &mut body);
         let b = dce::run(kernel, &mut body);
         if !a && !b {
+            settled = true;
             break;
         }
+    }
+    if !settled {
+        // Rounds that keep finding work are a chain of simplifications each enabling the next
+        // (built on purpose: real kernels settle in two or three). Stopping half way would give
+        // a form that canonicalizes further, so such a kernel is only renamed and reordered.
+        body = Body::new(kernel);
     }
     order::run(kernel.regs.len(), &mut body);
     let (insts, _) = body.compact();

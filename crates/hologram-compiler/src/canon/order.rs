@@ -33,7 +33,7 @@ fn special_rank(s: Special) -> u64 {
 /// Orders operands; returns true if anything moved.
 pub(crate) fn run(nregs: usize, body: &mut Body) -> bool {
     let mut first_def = vec![usize::MAX; nregs];
-    for (pc, inst) in body.insts.iter().enumerate() {
+    for (pc, inst) in body.slots().iter().enumerate() {
         if let Some(&d) = inst.as_ref().and_then(|i| i.op.dst()) {
             if first_def[d as usize] == usize::MAX {
                 first_def[d as usize] = pc;
@@ -41,7 +41,7 @@ pub(crate) fn run(nregs: usize, body: &mut Body) -> bool {
         }
     }
     let mut changed = false;
-    for inst in body.insts.iter_mut().flatten() {
+    for inst in body.live_mut() {
         let k = |o: &Operand<u32>| key(o, &first_def);
         match &mut inst.op {
             Op::Binary { op, a, b, .. } if op.is_commutative() && k(a) > k(b) => {

@@ -64,6 +64,7 @@ pub fn recognize_map(k: &Kernel) -> Option<MapPattern> {
     }
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
+    let (mut is_input, mut is_output) = (vec![false; k.params.len()], vec![false; k.params.len()]);
     let mut gather = false;
     for inst in &insts[start..] {
         if inst.guard.is_some() {
@@ -85,7 +86,7 @@ pub fn recognize_map(k: &Kernel) -> Option<MapPattern> {
                 if !is_gid(&mem.index) {
                     gather = true;
                 }
-                if !inputs.contains(&p) {
+                if !std::mem::replace(&mut is_input[p as usize], true) {
                     inputs.push(p);
                 }
             }
@@ -96,7 +97,7 @@ pub fn recognize_map(k: &Kernel) -> Option<MapPattern> {
                 if !is_gid(&mem.index) {
                     return None;
                 }
-                if !outputs.contains(&p) {
+                if !std::mem::replace(&mut is_output[p as usize], true) {
                     outputs.push(p);
                 }
             }

@@ -71,20 +71,20 @@ fn kernel_unit(i: usize, kernel: &Kernel, code: &str, vector_map: bool) -> Strin
             ParamKind::Scalar(ty) => args.push(scalar_arg(ty, j)),
         }
     }
-    args.push("flag, rec, 0u".into());
+    args.push("flag, rec, 0u, tmo".into());
     if vector_map {
         // The vectorized map's last argument: the lanes of the launch it stands for.
         args.push("(hg_u64)total".into());
     }
     format!(
-        "namespace hgk{i} {{\n{body}\n}}\nstatic void hg_call{i}(std::vector<std::vector<unsigned char>>& bufs, std::vector<unsigned long long>& vals, hg_u32* flag, hg_u64* rec, unsigned long long total) {{\n  hgk{i}::{entry}({args});\n}}\n",
+        "namespace hgk{i} {{\n{body}\n}}\nstatic void hg_call{i}(std::vector<std::vector<unsigned char>>& bufs, std::vector<unsigned long long>& vals, hg_u32* flag, hg_u64* rec, unsigned long long total, unsigned long long tmo) {{\n  hgk{i}::{entry}({args});\n}}\n",
         entry = codegen::entry_name(&kernel.name),
         args = args.join(", "),
     )
 }
 
 /// A host program running kernel `argv[1]`'s first word of input: reads the launch from
-/// `argv[1]`, runs it, and writes the buffers and the out-of-bounds record to `argv[2]`.
+/// `argv[1]`, runs it, and writes the buffers and the error record to `argv[2]`.
 fn translation_unit(kernels: &[(&Kernel, String, bool)]) -> String {
     let mut out = String::from(
         "#include \"shim.h\"\n#include <cstdio>\n#include <thread>\n#include <vector>\n",
@@ -101,7 +101,7 @@ fn translation_unit(kernels: &[(&Kernel, String, bool)]) -> String {
     }
     out.push_str(&format!(
         r#"
-typedef void (*hg_call_t)(std::vector<std::vector<unsigned char>>&, std::vector<unsigned long long>&, hg_u32*, hg_u64*, unsigned long long);
+typedef void (*hg_call_t)(std::vector<std::vector<unsigned char>>&, std::vector<unsigned long long>&, hg_u32*, hg_u64*, unsigned long long, unsigned long long);
 struct hg_entry {{ hg_call_t call; int params; bool threaded; }};
 static const hg_entry hg_kernels[] = {{ {table} }};
 int main(int argc, char** argv) {{
@@ -109,9 +109,9 @@ int main(int argc, char** argv) {{
   FILE* in = std::fopen(argv[1], "rb");
   if (!in) return 3;
   unsigned int which = 0, g[3], b[3];
-  unsigned long long total = 0;
+  unsigned long long total = 0, tmo = 0;
   if (std::fread(&which, 4, 1, in) != 1 || which >= {count}u) return 4;
-  if (std::fread(g, 4, 3, in) != 3 || std::fread(b, 4, 3, in) != 3 || std::fread(&total, 8, 1, in) != 1) return 4;
+  if (std::fread(g, 4, 3, in) != 3 || std::fread(b, 4, 3, in) != 3 || std::fread(&total, 8, 1, in) != 1 || std::fread(&tmo, 8, 1, in) != 1) return 4;
   const hg_entry& k = hg_kernels[which];
   const int np = k.params;
   std::vector<std::vector<unsigned char>> bufs(np + 1);
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {{
     if (kind == 0) {{ bufs[i].resize(v + 16); if (v && std::fread(bufs[i].data(), 1, v, in) != v) return 6; }}
   }}
   std::fclose(in);
-  hg_u32 flag = 0; hg_u64 rec[5] = {{0, 0, 0, 0, 0}};
+  hg_u32 flag[2] = {{0, 0}}; hg_u64 rec[5] = {{0, 0, 0, 0, 0}};
   blockDim = {{b[0], b[1], b[2]}}; gridDim = {{g[0], g[1], g[2]}};
   const unsigned int lanes = b[0] * b[1] * b[2];
   for (unsigned int bz = 0; bz < g[2]; bz++) for (unsigned int by = 0; by < g[1]; by++) for (unsigned int bx = 0; bx < g[0]; bx++) {{
@@ -131,10 +131,11 @@ int main(int argc, char** argv) {{
       blockIdx = {{bx, by, bz}};
       threadIdx = {{l % b[0], (l / b[0]) % b[1], l / (b[0] * b[1])}};
       hg_emu_barrier = bar;
-      k.call(bufs, vals, &flag, rec, total);
+      k.call(bufs, vals, flag, rec, total, tmo);
       if (bar) bar->arrive_and_drop();
     }};
     if (k.threaded) {{
+      hg_emu_new_block();
       std::barrier<> bar(lanes);
       std::vector<std::thread> ts;
       for (unsigned int l = 0; l < lanes; l++) ts.emplace_back(lane, l, &bar);
@@ -388,6 +389,10 @@ impl Backend for Emulator {
             input.extend_from_slice(&v.to_le_bytes());
         }
         input.extend_from_slice(&total.to_le_bytes());
+        let tmo = config
+            .effective_timeout()
+            .map_or(0u64, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64);
+        input.extend_from_slice(&tmo.to_le_bytes());
         let mut buffers = Vec::new();
         for arg in args {
             match arg {
@@ -431,7 +436,7 @@ impl Backend for Emulator {
             let s = at + 8 * i;
             *r = u64::from_le_bytes(out[s..s + 8].try_into().expect("8 bytes"));
         }
-        match codegen::oob_error(&k.kernel, &rec) {
+        match codegen::launch_error(&k.kernel, &rec) {
             Some(e) => Err(e),
             None => Ok(()),
         }

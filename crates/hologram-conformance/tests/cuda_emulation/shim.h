@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cfenv>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +24,28 @@ static thread_local hg_dim3 threadIdx, blockIdx;
 static hg_dim3 blockDim, gridDim;
 static thread_local std::barrier<>* hg_emu_barrier = nullptr;
 static inline void __syncthreads() { if (hg_emu_barrier) hg_emu_barrier->arrive_and_wait(); }
+// __syncthreads_or: a barrier that also ORs one predicate over the block's lanes. Votes rotate
+// over three slots: a slot is cleared one vote after it was read (every lane has read it by
+// then) and written again one vote later (every lane has seen the clear by then). The host
+// clears all three before each block.
+static std::atomic<int> hg_emu_votes[3];
+static thread_local unsigned int hg_emu_vote = 0;
+static inline void hg_emu_new_block() { for (auto& v : hg_emu_votes) v.store(0); }
+static inline int __syncthreads_or(int p) {
+  if (!hg_emu_barrier) return p;
+  unsigned int s = hg_emu_vote % 3; hg_emu_vote++;
+  if (p) hg_emu_votes[s].store(1);
+  hg_emu_barrier->arrive_and_wait();
+  int r = hg_emu_votes[s].load();
+  hg_emu_votes[(s + 2) % 3].store(0);
+  return r;
+}
+// The GPU's %globaltimer (nanoseconds), for the launch timeout.
+#define HG_EMULATION 1
+static inline unsigned long long hg_emu_now() {
+  return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 static inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }

@@ -165,12 +165,26 @@ impl Gen<'_> {
             Node::Index => {
                 self.b.mov(Type::U32, &v, GID);
             }
-            Node::Random { seed, normal } => self.random(seed, normal, &v),
+            Node::Random { seed, normal } => {
+                let (lo, hi) = (seed as u32, (seed >> 32) as u32 ^ 0x68E3_1DA4);
+                self.random(
+                    Operand::Imm(hologram_isa::Imm::Int(lo as i128)),
+                    Operand::Imm(hologram_isa::Imm::Int(hi as i128)),
+                    normal,
+                    &v,
+                )
+            }
+            Node::RandomSalted { salt, normal } => {
+                let lo = self.opnd(salt);
+                let hi = self.tmp();
+                self.b.xor(Type::U32, &hi, lo.clone(), 0x68E3_1DA4u32);
+                self.random(lo, Operand::Reg(hi[1..].to_string()), normal, &v)
+            }
         }
     }
 
     /// Murmur3's finalizer over (index, seed): a well-mixed u32 per element.
-    fn hash(&mut self, salt: u32) -> String {
+    fn hash(&mut self, salt: Operand<String>) -> String {
         let h = self.tmp();
         let t = self.tmp();
         let (hs, ts) = (h.as_str(), t.as_str());
@@ -190,7 +204,7 @@ impl Gen<'_> {
     }
 
     /// A uniform f32 in [0, 1) (or (0, 1] with `open_low`) from a hash.
-    fn unit(&mut self, salt: u32, open_low: bool) -> String {
+    fn unit(&mut self, salt: Operand<String>, open_low: bool) -> String {
         let h = self.hash(salt);
         let (top, f) = (self.tmp(), self.tmp());
         self.b.shr(Type::U32, &top, h.as_str(), 8u32);
@@ -203,8 +217,7 @@ impl Gen<'_> {
         f
     }
 
-    fn random(&mut self, seed: u64, normal: bool, v: &str) {
-        let (lo, hi) = (seed as u32, (seed >> 32) as u32 ^ 0x68E3_1DA4);
+    fn random(&mut self, lo: Operand<String>, hi: Operand<String>, normal: bool, v: &str) {
         let f = Type::F32;
         if !normal {
             let u = self.unit(lo, false);
@@ -313,7 +326,7 @@ fn name_of(spec: &Spec<'_>, needed: &[bool]) -> String {
             Node::Compare(c, _, _) => c.name().to_string(),
             Node::Where(..) => "where".into(),
             Node::Cast(_) => "cast".into(),
-            Node::Random { .. } => "rand".into(),
+            Node::Random { .. } | Node::RandomSalted { .. } => "rand".into(),
             Node::Index => "index".into(),
             Node::Input(_) | Node::Scalar(_) => continue,
         };
@@ -346,6 +359,7 @@ fn needed_nodes(spec: &Spec<'_>) -> Vec<bool> {
             Node::Unary(_, a) | Node::Cast(a) => vec![*a],
             Node::Binary(_, a, b) | Node::Compare(_, a, b) => vec![*a, *b],
             Node::Where(c, a, b) => vec![*c, *a, *b],
+            Node::RandomSalted { salt, .. } => vec![*salt],
             _ => vec![],
         };
         for d in deps {

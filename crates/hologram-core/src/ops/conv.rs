@@ -3,7 +3,7 @@
 //! 1 and no padding needs no `im2col`; a depthwise convolution is an element-wise product
 //! summed over the kernel window; other grouped convolutions run group by group.
 
-use hologram_backends::{KernelArg, LaunchConfig};
+use hologram_backends::{ConvDesc, ConvPass, GemmPrecision, KernelArg, LaunchConfig};
 use hologram_isa::semantics::Value;
 
 use crate::error::{Error, Result};
@@ -22,6 +22,9 @@ pub struct Conv2d {
     pub dilation: [usize; 2],
     /// Channel groups (the input's and output's channels must be multiples).
     pub groups: usize,
+    /// The precision of the matrix products (TF32 on CUDA tensor cores, as PyTorch's convolutions
+    /// use by default there).
+    pub precision: GemmPrecision,
 }
 
 impl Default for Conv2d {
@@ -31,6 +34,7 @@ impl Default for Conv2d {
             padding: [0, 0],
             dilation: [1, 1],
             groups: 1,
+            precision: GemmPrecision::Exact,
         }
     }
 }
@@ -134,6 +138,47 @@ fn geometry_args(
         .collect()
 }
 
+impl Conv2d {
+    /// The convolution as the backend's library sees it, when the library runs this pass.
+    fn library(&self, x: &Tensor, g: &Geometry, pass: ConvPass) -> Option<ConvDesc> {
+        let desc = ConvDesc {
+            ty: x.dtype.storage(),
+            input: [g.n, g.c, g.h, g.w],
+            weight: [g.cout, g.c / self.groups, g.kh, g.kw],
+            output: [g.ho, g.wo],
+            stride: self.stride,
+            padding: self.padding,
+            dilation: self.dilation,
+            groups: self.groups,
+            precision: self.precision,
+        };
+        let (a, b, c) = desc.sizes();
+        let nonempty = a > 0 && b > 0 && c > 0;
+        (nonempty && x.exec.backend().supports_conv(&desc, pass)).then_some(desc)
+    }
+}
+
+/// Runs one pass of a library convolution: `(a, b)` as [`ConvPass`] lists them, the output a
+/// new tensor of `shape` in `a`'s dtype.
+fn library_conv(
+    desc: &ConvDesc,
+    pass: ConvPass,
+    a: &Tensor,
+    b: &Tensor,
+    shape: &[usize],
+) -> Result<Tensor> {
+    let exec = a.exec.clone();
+    let out = Tensor::uninit(&exec, shape, a.dtype)?;
+    let size = a.dtype.size();
+    let arg = |t: &Tensor| -> Result<hologram_backends::BufferArg> {
+        let (s, l) = t.storage()?;
+        Ok(s.arg(l.offset * size, t.numel() * size))
+    };
+    let (a, b) = (a.contiguous()?, b.cast(a.dtype)?.contiguous()?);
+    exec.conv(desc, pass, &arg(&a)?, &arg(&b)?, &arg(&out)?)?;
+    Ok(out)
+}
+
 impl Tensor {
     /// `[N, C·kh·kw, Ho·Wo]`: every input patch of a convolution with `weight_shape`'s kernel as
     /// a column.
@@ -197,6 +242,19 @@ impl Tensor {
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, p: &Conv2d) -> Result<Tensor> {
         self.check_same_executor(weight)?;
         let g = p.geometry(self.shape(), weight.shape())?;
+        if let Some(desc) = p.library(self, &g, ConvPass::Forward) {
+            let mut out = library_conv(
+                &desc,
+                ConvPass::Forward,
+                self,
+                weight,
+                &[g.n, g.cout, g.ho, g.wo],
+            )?;
+            if let Some(b) = bias {
+                out = out.add(&b.reshape(&[1, g.cout as isize, 1, 1])?)?;
+            }
+            return Ok(out);
+        }
         let (kk, l) = (g.kh * g.kw, g.ho * g.wo);
         let cols = if p.pointwise(&g) {
             self.reshape(&[g.n as isize, g.c as isize, l as isize])?
@@ -207,7 +265,7 @@ impl Tensor {
         let out = if p.groups == 1 {
             // [Cout, C·kk] @ [N, C·kk, L] -> [N, Cout, L] (the weight broadcast over N).
             w.reshape(&[g.cout as isize, (g.c * kk) as isize])?
-                .matmul(&cols)?
+                .matmul_with(&cols, p.precision)?
         } else if p.groups == g.c {
             // Depthwise: each output channel sums its own input channel's window.
             let m = g.cout / g.c;
@@ -235,7 +293,7 @@ impl Tensor {
                         (cg * kk) as isize,
                         l as isize,
                     ])?;
-                    wg.matmul(&cg_)
+                    wg.matmul_with(&cg_, p.precision)
                 })
                 .collect::<Result<Vec<_>>>()?;
             Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)?
@@ -267,6 +325,34 @@ impl Tensor {
         } else {
             None
         };
+        let data = want[0]
+            .then(|| p.library(self, &g, ConvPass::BackwardData))
+            .flatten();
+        let filter = want[1]
+            .then(|| p.library(self, &g, ConvPass::BackwardFilter))
+            .flatten();
+        if data.is_some() == want[0] && filter.is_some() == want[1] {
+            // The library runs every pass asked for.
+            let dy = grad.reshape(&[n, cout, g.ho as isize, g.wo as isize])?;
+            let dx = match &data {
+                Some(d) => Some(library_conv(
+                    d,
+                    ConvPass::BackwardData,
+                    &w,
+                    &dy,
+                    self.shape(),
+                )?),
+                None => None,
+            };
+            let dw = match &filter {
+                Some(d) => Some(
+                    library_conv(d, ConvPass::BackwardFilter, self, &dy, weight.shape())?
+                        .cast(weight.dtype())?,
+                ),
+                None => None,
+            };
+            return Ok((dx, dw, db));
+        }
         let cols = if want[1] {
             Some(if p.pointwise(&g) {
                 self.reshape(&[n, c, l as isize])?
@@ -287,13 +373,16 @@ impl Tensor {
             let wm = w.reshape(&[cout, (g.c * kk) as isize])?;
             let dx = if want[0] {
                 // [C·kk, Cout] @ [N, Cout, L] -> [N, C·kk, L]
-                Some(back(wm.transpose(0, 1)?.matmul(&grad)?)?)
+                Some(back(wm.transpose(0, 1)?.matmul_with(&grad, p.precision)?)?)
             } else {
                 None
             };
             let dw = match &cols {
                 // Σ_n [Cout, L] @ [L, C·kk]
-                Some(cols) => Some(grad.matmul(&cols.transpose(1, 2)?)?.sum(&[0], false)?),
+                Some(cols) => Some(
+                    grad.matmul_with(&cols.transpose(1, 2)?, p.precision)?
+                        .sum(&[0], false)?,
+                ),
                 None => None,
             };
             (dx, dw)

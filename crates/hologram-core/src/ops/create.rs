@@ -93,6 +93,51 @@ impl Tensor {
         Ok(generated(exec, g, root, shape, dtype))
     }
 
+    /// Uniform random numbers in [0, 1) (standard normal with `normal`) whose seed is the
+    /// value of `seed`, a one-element integer tensor: the same kernel gives new numbers when the
+    /// tensor's value changes (so a plan's replays draw new dropout masks). Reproducible for a
+    /// seed on every backend.
+    pub fn rand_seeded(
+        seed: &Tensor,
+        shape: &[usize],
+        normal: bool,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        if !dtype.is_float() {
+            return Err(Error::TypeMismatch(format!(
+                "random tensors are float, not {dtype}"
+            )));
+        }
+        if seed.numel() != 1 {
+            return Err(Error::ShapeMismatch(format!(
+                "a random seed is one element, got shape {:?}",
+                seed.shape()
+            )));
+        }
+        let s = seed.cast(DType::U32)?.reshape(&[])?;
+        let op = crate::tensor::Operand::of(&s)?.broadcast(shape)?;
+        let mut g = op.graph;
+        let r = g.push(
+            Node::RandomSalted {
+                salt: op.root,
+                normal,
+            },
+            DType::F32,
+        );
+        let root = if dtype == DType::F32 {
+            r
+        } else {
+            g.push(Node::Cast(r), dtype)
+        };
+        let lazy = LazyTensor::new(g, root, op.inputs, shape);
+        Ok(Tensor {
+            exec: seed.exec.clone(),
+            dtype,
+            layout: Layout::contiguous(shape),
+            src: Source::Lazy(Arc::new(lazy)),
+        })
+    }
+
     /// Concatenates tensors along `axis` (dtypes promote; other dimensions must agree).
     pub fn cat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
         let first = tensors

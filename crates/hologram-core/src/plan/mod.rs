@@ -165,7 +165,7 @@ impl Plan {
         let mut stats = PlanStats {
             steps: steps.len(),
             launches: count(|s| matches!(s, Step::Launch { .. })),
-            gemms: count(|s| matches!(s, Step::Gemm { .. })),
+            gemms: count(|s| matches!(s, Step::Gemm { .. } | Step::Conv { .. })),
             copies: count(|s| matches!(s, Step::Copy { .. })),
             peak_bytes: arena.bytes().1,
             constant_bytes,
@@ -333,6 +333,13 @@ impl Plan {
                             args,
                         } => self.exec.launch(kernel, config, args)?,
                         Step::Gemm { desc, a, b, c } => self.exec.gemm(desc, a, b, c)?,
+                        Step::Conv {
+                            desc,
+                            pass,
+                            a,
+                            b,
+                            out,
+                        } => self.exec.conv(desc, *pass, a, b, out)?,
                         Step::Copy {
                             src,
                             src_offset,

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 
 use hologram_backends::Memory;
-use hologram_backends::{Backend, BufferArg, CompiledKernel, GemmDesc, KernelArg, LaunchConfig};
+use hologram_backends::{
+    Backend, BufferArg, CompiledKernel, ConvDesc, ConvPass, GemmDesc, KernelArg, LaunchConfig,
+};
 
 /// One unit of recorded device work.
 #[derive(Clone)]
@@ -23,6 +25,14 @@ pub(crate) enum Step {
         a: BufferArg,
         b: BufferArg,
         c: BufferArg,
+    },
+    /// A convolution pass a library runs (cuDNN).
+    Conv {
+        desc: ConvDesc,
+        pass: ConvPass,
+        a: BufferArg,
+        b: BufferArg,
+        out: BufferArg,
     },
     /// Host data written into device memory during the recording (a constant). A finished plan
     /// holds it in device memory of its own and replays it as a [`Step::Copy`].
@@ -51,6 +61,13 @@ impl Step {
                 args,
             } => backend.launch(kernel, config, args)?,
             Step::Gemm { desc, a, b, c } => backend.gemm(desc, a, b, c)?,
+            Step::Conv {
+                desc,
+                pass,
+                a,
+                b,
+                out,
+            } => backend.conv(desc, *pass, a, b, out)?,
             Step::Upload {
                 memory,
                 offset,
@@ -81,6 +98,10 @@ impl Step {
             Step::Gemm { desc, .. } => format!(
                 "gemm {} {}x{}x{} batch {} trans {}{}",
                 desc.ty, desc.m, desc.n, desc.k, desc.batch, desc.trans_a as u8, desc.trans_b as u8
+            ),
+            Step::Conv { desc, pass, .. } => format!(
+                "conv {pass:?} {} x{:?} w{:?} stride {:?}",
+                desc.ty, desc.input, desc.weight, desc.stride
             ),
             Step::Upload { data, .. } => format!("upload {} B", data.len()),
             Step::Copy { len, .. } => format!("copy {len} B"),

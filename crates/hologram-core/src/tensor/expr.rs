@@ -83,6 +83,12 @@ pub(crate) enum Node {
         seed: u64,
         normal: bool,
     },
+    /// Like [`Node::Random`], with the seed the u32 value of node `salt` (a tensor's element):
+    /// the numbers change when the tensor does, without a new kernel (a plan's dropout masks).
+    RandomSalted {
+        salt: NodeId,
+        normal: bool,
+    },
 }
 
 /// An expression DAG; every node has a dtype; nodes only refer to earlier nodes.
@@ -117,6 +123,10 @@ impl Graph {
                 Node::Index => Node::Index,
                 Node::Random { seed, normal } => Node::Random {
                     seed: *seed,
+                    normal: *normal,
+                },
+                Node::RandomSalted { salt, normal } => Node::RandomSalted {
+                    salt: salt + base,
                     normal: *normal,
                 },
             };

@@ -105,10 +105,12 @@ impl Operand {
     /// True when the graph reads the element's position (`arange`, random numbers): such a
     /// graph cannot be evaluated at the positions of a different shape.
     pub fn position_dependent(&self) -> bool {
-        self.graph
-            .nodes
-            .iter()
-            .any(|(n, _)| matches!(n, Node::Index | Node::Random { .. }))
+        self.graph.nodes.iter().any(|(n, _)| {
+            matches!(
+                n,
+                Node::Index | Node::Random { .. } | Node::RandomSalted { .. }
+            )
+        })
     }
 
     /// The operand broadcast to `shape`.

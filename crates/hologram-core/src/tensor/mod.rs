@@ -67,6 +67,9 @@ fn bytes_of(shape: &[usize], dtype: DType) -> Result<usize> {
         .ok_or_else(|| Error::ShapeMismatch(format!("shape {shape:?} is too large")))
 }
 
+/// Fills up to this size are uploaded from the host instead of run as a kernel.
+const SMALL_FILL_BYTES: usize = 4096;
+
 impl Tensor {
     pub(crate) fn stored(
         exec: &Executor,
@@ -130,6 +133,16 @@ impl Tensor {
     /// A tensor of `value` (converted to `dtype` by the `cvt` rules).
     pub fn full(exec: &Executor, shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
         let v = lazy::scalar_value(value, dtype);
+        let numel: usize = shape.iter().product();
+        if numel * dtype.size() <= SMALL_FILL_BYTES {
+            // Small fills (seeds, scalars) are uploaded: a fill kernel holds its value, so every
+            // new value would compile a kernel.
+            let bits = v.to_bits().to_le_bytes();
+            let bytes: Vec<u8> = (0..numel)
+                .flat_map(|_| bits[..dtype.size()].iter().copied())
+                .collect();
+            return Tensor::from_bytes(exec, &bytes, shape, dtype);
+        }
         let out = Tensor::uninit(exec, shape, dtype)?;
         let lazy = LazyTensor::constant(v, dtype, shape);
         lazy::run_into(exec, &lazy, &out)?;

@@ -1,6 +1,6 @@
 //! Parses `.hasm` text into a [`Program`].
 
-use super::lexer::{lex, Tok, Token};
+use super::lexer::{Lexer, Tok, Token};
 use super::{ParseError, SourceMap};
 use crate::inst::{AtomOp, BinaryOp, CmpOp, FenceScope, Guard, Inst, Op, TernaryOp, UnaryOp};
 use crate::operand::{Imm, Mem, Operand, Special};
@@ -18,34 +18,59 @@ pub fn parse(src: &str) -> Result<Program, ParseError> {
 /// Parses `.hasm` text and also returns where each declaration and statement starts, so that
 /// validation errors can point at the text.
 pub fn parse_with_source_map(src: &str) -> Result<(Program, SourceMap), ParseError> {
-    let toks = lex(src)?;
+    let mut lexer = Lexer::new(src);
+    let cur = lexer.next_token();
     let mut p = Parser {
-        toks,
-        pos: 0,
+        lexer,
+        cur,
+        ahead: None,
         map: SourceMap::default(),
     };
-    let program = p.program()?;
-    Ok((program, p.map))
+    let parsed = p.program();
+    // Tokens are read on demand: a character error stops the stream there, and whichever
+    // error comes first in the text is the one to report.
+    match (parsed, p.lexer.error().cloned()) {
+        (Ok(program), None) => Ok((program, p.map)),
+        (Ok(_), Some(lex)) => Err(lex),
+        (Err(e), None) => Err(e),
+        (Err(e), Some(lex)) => Err(if (lex.line, lex.col) <= (e.line, e.col) {
+            lex
+        } else {
+            e
+        }),
+    }
 }
 
-struct Parser {
-    toks: Vec<Token>,
-    pos: usize,
+struct Parser<'a> {
+    lexer: Lexer<'a>,
+    /// The current token, and the one after it once looked at.
+    cur: Token<'a>,
+    ahead: Option<Token<'a>>,
     map: SourceMap,
 }
 
 type PResult<T> = Result<T, ParseError>;
 
-impl Parser {
-    fn peek(&self) -> &Token {
-        // The token list always ends with Eof and `pos` never moves past it.
-        &self.toks[self.pos.min(self.toks.len() - 1)]
+impl<'a> Parser<'a> {
+    fn peek(&self) -> &Token<'a> {
+        &self.cur
     }
 
-    fn next(&mut self) -> Token {
-        let t = self.peek().clone();
-        if self.pos < self.toks.len() - 1 {
-            self.pos += 1;
+    /// The token after the current one.
+    fn peek_second(&mut self) -> &Token<'a> {
+        if self.ahead.is_none() {
+            self.ahead = Some(self.lexer.next_token());
+        }
+        self.ahead.as_ref().unwrap_or(&self.cur)
+    }
+
+    fn next(&mut self) -> Token<'a> {
+        let t = self.cur;
+        if t.tok != Tok::Eof {
+            self.cur = match self.ahead.take() {
+                Some(a) => a,
+                None => self.lexer.next_token(),
+            };
         }
         t
     }
@@ -86,14 +111,14 @@ impl Parser {
     }
 
     fn name(&mut self, what: &str) -> PResult<String> {
-        let t = self.peek().clone();
+        let t = *self.peek();
         match &t.tok {
             Tok::Ident(s) if !s.contains('.') => {
-                if RESERVED_WORDS.contains(&s.as_str()) {
+                if RESERVED_WORDS.contains(s) {
                     return Err(self.err_at(&t, format!("'{s}' is a reserved word, not {what}")));
                 }
                 self.next();
-                Ok(s.clone())
+                Ok(s.to_string())
             }
             Tok::Ident(s) => Err(self.err_at(&t, format!("{what} '{s}' must not contain '.'"))),
             _ => Err(self.expected(what)),
@@ -101,7 +126,7 @@ impl Parser {
     }
 
     fn type_tag(&mut self, what: &str) -> PResult<Type> {
-        let t = self.peek().clone();
+        let t = *self.peek();
         if let Tok::Directive(d) = &t.tok {
             if let Some(ty) = Type::from_name(&d[1..]) {
                 self.next();
@@ -113,7 +138,7 @@ impl Parser {
     }
 
     fn register_name(&mut self, what: &str) -> PResult<String> {
-        let t = self.peek().clone();
+        let t = *self.peek();
         match &t.tok {
             Tok::Reg(r) => {
                 if Special::is_reserved(r) {
@@ -126,7 +151,7 @@ impl Parser {
                     return Err(self.err_at(&t, format!("register name %{r} must not contain '.'")));
                 }
                 self.next();
-                Ok(r.clone())
+                Ok(r.to_string())
             }
             _ => Err(self.expected(&format!("a register for {what}"))),
         }
@@ -158,11 +183,12 @@ impl Parser {
 
     fn program(&mut self) -> PResult<Program> {
         self.skip_newlines();
-        let t = self.peek().clone();
-        if t.tok != Tok::Directive(".kernel".into()) {
+        let t = *self.peek();
+        if t.tok != Tok::Directive(".kernel") {
             return Err(self.expected("'.kernel NAME' at the start of the program"));
         }
         self.next();
+        self.map.kernel = Some((self.peek().line, self.peek().col));
         let name = self.name("a kernel name")?;
         self.end_of_directive()?;
         let mut prog = Program {
@@ -172,13 +198,13 @@ impl Parser {
         // Header directives.
         loop {
             self.skip_newlines();
-            let t = self.peek().clone();
+            let t = *self.peek();
             let Tok::Directive(d) = &t.tok else { break };
             let pos = (t.line, t.col);
             self.next();
-            match d.as_str() {
+            match *d {
                 ".param" => {
-                    let tag = self.peek().clone();
+                    let tag = *self.peek();
                     let kind = match &tag.tok {
                         Tok::Directive(s) if s.starts_with(".buf.") => {
                             let ty = Type::from_name(&s[5..]).ok_or_else(|| {
@@ -195,7 +221,7 @@ impl Parser {
                     let name = self.name("a parameter name")?;
                     let kind = match kind {
                         ParamKind::Buffer { elem, .. } => {
-                            let access = if self.peek().tok == Tok::Directive(".rw".into()) {
+                            let access = if self.peek().tok == Tok::Directive(".rw") {
                                 self.next();
                                 Access::ReadWrite
                             } else {
@@ -213,7 +239,7 @@ impl Parser {
                     let name = self.name("an array name")?;
                     let len = self.array_len()?;
                     let decl = ArrayDecl { name, elem, len };
-                    if d == ".shared" {
+                    if *d == ".shared" {
                         prog.shared.push(decl);
                         self.map.shared.push(pos);
                     } else {
@@ -252,7 +278,7 @@ impl Parser {
         // Body.
         loop {
             self.skip_newlines();
-            let t = self.peek().clone();
+            let t = *self.peek();
             match &t.tok {
                 Tok::Eof => break,
                 Tok::Directive(d) => {
@@ -261,15 +287,13 @@ impl Parser {
                         format!("directive '{d}' must come before the first instruction"),
                     ))
                 }
-                Tok::Ident(name)
-                    if self.toks.get(self.pos + 1).map(|n| &n.tok) == Some(&Tok::Punct(':')) =>
-                {
-                    if name.contains('.') || RESERVED_WORDS.contains(&name.as_str()) {
+                Tok::Ident(name) if self.peek_second().tok == Tok::Punct(':') => {
+                    if name.contains('.') || RESERVED_WORDS.contains(name) {
                         return Err(self.err_at(&t, format!("'{name}' cannot be a label name")));
                     }
                     self.next();
                     self.next();
-                    prog.body.push(Stmt::Label(name.clone()));
+                    prog.body.push(Stmt::Label(name.to_string()));
                     self.map.body.push((t.line, t.col));
                 }
                 _ => {
@@ -541,7 +565,7 @@ impl Parser {
     }
 
     fn operand(&mut self) -> PResult<Operand<String>> {
-        let t = self.peek().clone();
+        let t = *self.peek();
         let op = match &t.tok {
             Tok::Reg(r) => {
                 if let Some(s) = Special::from_name(r) {
@@ -549,14 +573,14 @@ impl Parser {
                 } else if Special::is_reserved(r) || r.contains('.') {
                     return Err(self.err_at(&t, format!("unknown special register %{r}")));
                 } else {
-                    Operand::Reg(r.clone())
+                    Operand::Reg(r.to_string())
                 }
             }
             Tok::Number(s) => Operand::Imm(
                 parse_number(s)
                     .ok_or_else(|| self.err_at(&t, format!("malformed number '{s}'")))?,
             ),
-            Tok::Ident(s) => match s.as_str() {
+            Tok::Ident(s) => match *s {
                 "true" => Operand::Imm(Imm::Int(1)),
                 "false" => Operand::Imm(Imm::Int(0)),
                 "inf" => Operand::Imm(Imm::Float(f64::INFINITY)),
@@ -564,7 +588,7 @@ impl Parser {
                 _ if s.contains('.') => {
                     return Err(self.err_at(&t, format!("expected an operand, found '{s}'")))
                 }
-                _ => Operand::Param(s.clone()),
+                _ => Operand::Param(s.to_string()),
             },
             _ => return Err(self.expected("an operand (register, parameter or number)")),
         };

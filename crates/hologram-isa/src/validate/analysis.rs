@@ -1,21 +1,41 @@
-//! Whole-kernel analyses: calls (recursion, depth), divergent barriers, and registers that may be
-//! read before they are written.
+//! Whole-kernel analyses: procedures, calls (recursion, depth), divergent barriers, and
+//! registers that may be read before they are written.
 
 use std::collections::BTreeSet;
 
-use super::cfg::{self, BitSet, Cfg};
 use super::error::{Location, ValidationError, ValidationErrorKind as K};
+use super::{calls, divergence, uninit};
+use crate::flow::{self, Procedures};
 use crate::inst::Op;
 use crate::kernel::{Kernel, KernelFacts};
 use crate::operand::Operand;
 
 pub(crate) fn analyze(k: &Kernel, stmt_of_pc: &[usize]) -> Result<KernelFacts, ValidationError> {
-    let loc = |pc: usize| Location::Stmt(stmt_of_pc.get(pc).copied().unwrap_or(0));
-    let intra = cfg::intra(k);
-    let procs = Procedures::new(k, &intra);
-    let max_call_depth = procs.check_recursion_and_depth(k, &loc)?;
-    check_divergent_barriers(k, &intra, &procs, &loc)?;
-    let zero_init = maybe_uninitialized(k, &intra, &procs);
+    let last_stmt = stmt_of_pc.last().copied().unwrap_or(0);
+    let loc = |pc: usize| Location::Stmt(stmt_of_pc.get(pc).copied().unwrap_or(last_stmt));
+    let intra = flow::intra(&k.insts);
+    let procs =
+        Procedures::new(&k.insts, &intra, Procedures::limit_for(k.insts.len())).map_err(|e| {
+            let subroutine = k
+                .labels
+                .iter()
+                .find(|(_, at)| *at == e.entry)
+                .map(|(n, _)| n.clone())
+                .unwrap_or_else(|| match e.entry {
+                    0 => "the kernel entry".to_string(),
+                    pc => format!("at instruction {pc}"),
+                });
+            ValidationError::new(
+                loc(e.entry as usize),
+                K::SharedCode {
+                    subroutine,
+                    limit: e.limit,
+                },
+            )
+        })?;
+    let call_facts = calls::check(k, &procs, &loc)?;
+    divergence::check(k, &intra, &procs, &call_facts, &loc)?;
+    let zero_init = uninit::maybe_uninitialized(k, &intra, &procs);
 
     let mut specials = BTreeSet::new();
     for inst in &k.insts {
@@ -29,433 +49,9 @@ pub(crate) fn analyze(k: &Kernel, stmt_of_pc: &[usize]) -> Result<KernelFacts, V
         zero_init,
         uses_barrier: k.insts.iter().any(|i| matches!(i.op, Op::Barrier)),
         uses_atomics: k.insts.iter().any(|i| matches!(i.op, Op::Atom { .. })),
-        max_call_depth,
+        max_call_depth: call_facts.max_depth,
         specials: specials.into_iter().collect(),
         shared_bytes: k.shared.iter().map(|a| a.bytes()).sum(),
         scratch_bytes: k.scratch.iter().map(|a| a.bytes()).sum(),
     })
-}
-
-/// Procedures: the main entry (instruction 0) and every `call` target, with the instructions each
-/// can reach before returning.
-struct Procedures {
-    /// Entry instruction of each procedure; index 0 is the kernel's start.
-    entries: Vec<usize>,
-    /// Instructions each procedure reaches (calls fall through).
-    body: Vec<BitSet>,
-}
-
-impl Procedures {
-    fn new(k: &Kernel, intra: &Cfg) -> Self {
-        let mut entries = vec![0usize];
-        for inst in &k.insts {
-            if let Op::Call { target } = inst.op {
-                if !entries.contains(&(target as usize)) {
-                    entries.push(target as usize);
-                }
-            }
-        }
-        let exit = intra.exit();
-        let body = entries
-            .iter()
-            .map(|&e| {
-                let mut r = intra.reach(&[e], Some(exit));
-                if e == exit {
-                    r = BitSet::new(intra.succ.len());
-                }
-                r
-            })
-            .collect();
-        Procedures { entries, body }
-    }
-
-    fn index_of(&self, entry: usize) -> usize {
-        self.entries.iter().position(|&e| e == entry).unwrap_or(0)
-    }
-
-    /// Procedures called from inside procedure `p`, with the calling instruction.
-    fn callees(&self, k: &Kernel, p: usize) -> Vec<(usize, usize)> {
-        self.body[p]
-            .iter()
-            .filter_map(|pc| match k.insts.get(pc).map(|i| &i.op) {
-                Some(Op::Call { target }) => Some((pc, self.index_of(*target as usize))),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn label_of(k: &Kernel, pc: usize) -> String {
-        k.labels
-            .iter()
-            .find(|(_, at)| *at as usize == pc)
-            .map(|(n, _)| n.clone())
-            .unwrap_or_else(|| format!("instruction {pc}"))
-    }
-
-    /// Rejects recursion; returns the deepest call nesting.
-    fn check_recursion_and_depth(
-        &self,
-        k: &Kernel,
-        loc: &impl Fn(usize) -> Location,
-    ) -> Result<u32, ValidationError> {
-        let n = self.entries.len();
-        let callees: Vec<Vec<(usize, usize)>> = (0..n).map(|p| self.callees(k, p)).collect();
-        // Depth-first search with colours; a grey callee is a cycle.
-        let mut colour = vec![0u8; n];
-        let mut depth = vec![0u32; n];
-        fn visit(
-            p: usize,
-            callees: &[Vec<(usize, usize)>],
-            colour: &mut [u8],
-            depth: &mut [u32],
-            path: &mut Vec<usize>,
-        ) -> Result<(), (usize, Vec<usize>)> {
-            colour[p] = 1;
-            path.push(p);
-            let mut d = 0;
-            for &(call_pc, q) in &callees[p] {
-                if colour[q] == 1 {
-                    let start = path.iter().position(|&x| x == q).unwrap_or(0);
-                    let mut cycle = path[start..].to_vec();
-                    cycle.push(q);
-                    return Err((call_pc, cycle));
-                }
-                if colour[q] == 0 {
-                    visit(q, callees, colour, depth, path)?;
-                }
-                d = d.max(depth[q] + 1);
-            }
-            depth[p] = d;
-            colour[p] = 2;
-            path.pop();
-            Ok(())
-        }
-        for p in 0..n {
-            if colour[p] == 0 {
-                let mut path = Vec::new();
-                if let Err((call_pc, cycle)) =
-                    visit(p, &callees, &mut colour, &mut depth, &mut path)
-                {
-                    let names: Vec<String> = cycle
-                        .iter()
-                        .map(|&q| {
-                            if q == 0 {
-                                "the kernel entry".to_string()
-                            } else {
-                                Self::label_of(k, self.entries[q])
-                            }
-                        })
-                        .collect();
-                    return Err(ValidationError::new(
-                        loc(call_pc),
-                        K::Recursion(names.join(" -> ")),
-                    ));
-                }
-            }
-        }
-        Ok(depth[0])
-    }
-
-    /// For each procedure: does it (or anything it calls) contain a barrier?
-    fn contains_barrier(&self, k: &Kernel) -> Vec<bool> {
-        let n = self.entries.len();
-        let mut has: Vec<bool> = (0..n)
-            .map(|p| {
-                self.body[p]
-                    .iter()
-                    .any(|pc| matches!(k.insts.get(pc).map(|i| &i.op), Some(Op::Barrier)))
-            })
-            .collect();
-        let callees: Vec<Vec<usize>> = (0..n)
-            .map(|p| self.callees(k, p).into_iter().map(|c| c.1).collect())
-            .collect();
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for p in 0..n {
-                if !has[p] && callees[p].iter().any(|&q| has[q]) {
-                    has[p] = true;
-                    changed = true;
-                }
-            }
-        }
-        has
-    }
-}
-
-/// Rejects barriers that only some lanes of a block can reach.
-///
-/// A value is *varying* when it comes from `%tid.*`, `%gid*` or an atomic, or from a varying value,
-/// or is written under varying control. A branch (or `loop`, or guarded `ret`) on a varying
-/// condition opens a divergent region that lasts until its immediate post-dominator (where the
-/// lanes that are still alive meet again: lanes that exit are not waited for). A barrier
-/// inside such a region, a barrier guarded by a varying predicate, or a call from such a region
-/// to a procedure containing a barrier, is rejected. Values loaded from memory are not assumed
-/// to vary, so only provable divergence is reported.
-fn check_divergent_barriers(
-    k: &Kernel,
-    intra: &Cfg,
-    procs: &Procedures,
-    loc: &impl Fn(usize) -> Location,
-) -> Result<(), ValidationError> {
-    if !k.insts.iter().any(|i| matches!(i.op, Op::Barrier)) {
-        return Ok(());
-    }
-    let n = k.insts.len();
-    // Lanes that exit are not waited for at a barrier. So a lane that takes a guarded `exit` (or
-    // `ret` at the top level) is simply gone (the graph keeps only the edge of the lanes that stay), and a path that exits
-    // before any barrier, away from every barrier, does not count when finding where the lanes of
-    // a branch meet again. (Lanes that branch past a barrier and exit later still make it
-    // divergent: they are live while the others wait.)
-    let with_barrier = procs.contains_barrier(k);
-    let mut lanes = Cfg {
-        succ: intra.succ.clone(),
-    };
-    let mut waits = BitSet::new(n + 1);
-    for (pc, inst) in k.insts.iter().enumerate() {
-        let waits_here = match inst.op {
-            Op::Barrier => true,
-            Op::Call { target } => with_barrier[procs.index_of(target as usize)],
-            _ => false,
-        };
-        if waits_here {
-            waits.insert(pc);
-        }
-        // `exit`, and `ret` in the kernel's own body (not in a subroutine's), end the lane.
-        let ends_lane = match inst.op {
-            Op::Exit => true,
-            Op::Ret => {
-                procs.body[0].contains(pc) && procs.body[1..].iter().all(|b| !b.contains(pc))
-            }
-            _ => false,
-        };
-        if ends_lane && inst.guard.is_some() {
-            lanes.succ[pc].retain(|&s| s != n);
-        }
-    }
-    let before = cfg::cannot_reach(&lanes, &waits);
-    let after = lanes.reach(&waits.iter().collect::<Vec<_>>(), None);
-    let mut gone = BitSet::new(n + 1);
-    for v in before.iter().filter(|&v| !after.contains(v)) {
-        gone.insert(v);
-    }
-    let ipdom = cfg::post_dominators_ignoring(&lanes, &gone);
-    let mut varying = BitSet::new(k.regs.len());
-    let mut divergent = BitSet::new(n + 1);
-    // Which branch made each divergent instruction divergent (for the message).
-    let mut cause: Vec<Option<usize>> = vec![None; n + 1];
-    let is_varying = |op: &Operand<u32>, varying: &BitSet| match op {
-        Operand::Reg(r) => varying.contains(*r as usize),
-        Operand::Special(s) => s.varies_within_block(),
-        _ => false,
-    };
-    loop {
-        let mut changed = false;
-        for (pc, inst) in k.insts.iter().enumerate() {
-            let guard_varying = inst
-                .guard
-                .as_ref()
-                .is_some_and(|g| varying.contains(g.pred as usize));
-            if let Some(&dst) = inst.op.dst() {
-                let v = guard_varying
-                    || divergent.contains(pc)
-                    || matches!(inst.op, Op::Atom { .. })
-                    || inst
-                        .op
-                        .sources()
-                        .iter()
-                        .any(|(s, _)| is_varying(s, &varying))
-                    || matches!(inst.op, Op::Loop { .. }) && varying.contains(dst as usize);
-                if v && varying.insert(dst as usize) {
-                    changed = true;
-                }
-            }
-            let branch_varying = match &inst.op {
-                Op::Bra { .. } | Op::Ret => guard_varying,
-                Op::Loop { counter, .. } => guard_varying || varying.contains(*counter as usize),
-                _ => false,
-            };
-            if branch_varying {
-                let region = lanes.reach(&lanes.succ[pc].clone(), ipdom[pc]);
-                for m in region.iter().filter(|&m| m < n) {
-                    if divergent.insert(m) {
-                        cause[m] = Some(pc);
-                        changed = true;
-                    }
-                }
-            }
-            // A call made by only some lanes runs the whole callee divergently.
-            if let Op::Call { target } = inst.op {
-                if divergent.contains(pc) || guard_varying {
-                    let callee = procs.index_of(target as usize);
-                    for m in procs.body[callee].iter().filter(|&m| m < n) {
-                        if divergent.insert(m) {
-                            cause[m] = cause[pc].or(Some(pc));
-                            changed = true;
-                        }
-                    }
-                }
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    for (pc, inst) in k.insts.iter().enumerate() {
-        let guard_varying = inst
-            .guard
-            .as_ref()
-            .is_some_and(|g| varying.contains(g.pred as usize));
-        let branch_stmt = |b: Option<usize>| match b.map(loc) {
-            Some(Location::Stmt(s)) => Some(s),
-            _ => None,
-        };
-        let reason = match &inst.op {
-            Op::Barrier if guard_varying => {
-                Some(("the barrier's guard depends on the lane".to_string(), None))
-            }
-            Op::Barrier if divergent.contains(pc) => Some((
-                "it sits under a branch whose condition depends on the lane (%tid, %gid or an atomic)".to_string(),
-                branch_stmt(cause[pc]),
-            )),
-            Op::Call { target }
-                if (divergent.contains(pc) || guard_varying)
-                    && with_barrier[procs.index_of(*target as usize)] =>
-            {
-                Some((
-                    "the called subroutine contains a barrier and only some lanes call it".to_string(),
-                    branch_stmt(cause[pc]),
-                ))
-            }
-            _ => None,
-        };
-        if let Some((reason, branch_stmt)) = reason {
-            return Err(ValidationError::new(
-                loc(pc),
-                K::DivergentBarrier {
-                    reason,
-                    branch_stmt,
-                },
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Registers that some path may read before any write (must-be-assigned analysis over the graph
-/// where `call` enters its callee and `ret` returns to every caller of the procedures that reach
-/// it).
-fn maybe_uninitialized(k: &Kernel, intra: &Cfg, procs: &Procedures) -> Vec<u32> {
-    let n = k.insts.len();
-    let nregs = k.regs.len();
-    if nregs == 0 || n == 0 {
-        return Vec::new();
-    }
-    // Build the interprocedural successor lists.
-    let mut return_sites: Vec<Vec<usize>> = vec![Vec::new(); procs.entries.len()];
-    for (pc, inst) in k.insts.iter().enumerate() {
-        if let Op::Call { target } = inst.op {
-            return_sites[procs.index_of(target as usize)].push(pc + 1);
-        }
-    }
-    let mut succ: Vec<Vec<usize>> = Vec::with_capacity(n + 1);
-    for (pc, inst) in k.insts.iter().enumerate() {
-        let s = match &inst.op {
-            Op::Call { target } => {
-                let mut v = vec![*target as usize];
-                if inst.guard.is_some() {
-                    v.push(pc + 1);
-                }
-                v
-            }
-            Op::Ret => {
-                let mut v = Vec::new();
-                for (p, sites) in return_sites.iter().enumerate() {
-                    if procs.body[p].contains(pc) {
-                        if p == 0 {
-                            v.push(n);
-                        }
-                        v.extend(sites.iter().copied());
-                    }
-                }
-                if inst.guard.is_some() {
-                    v.push(pc + 1);
-                }
-                v
-            }
-            _ => intra.succ[pc].clone(),
-        };
-        succ.push(s);
-    }
-    succ.push(Vec::new());
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
-    for (a, ss) in succ.iter().enumerate() {
-        for &b in ss {
-            if b <= n {
-                preds[b].push(a);
-            }
-        }
-    }
-    // OUT[pc] = IN[pc] plus what pc surely writes. IN[0] = {} ; IN[x] = intersection of preds' OUT.
-    let mut out: Vec<BitSet> = vec![BitSet::full(nregs); n];
-    let mut in_sets: Vec<BitSet> = vec![BitSet::full(nregs); n];
-    let mut work: Vec<usize> = (0..n).rev().collect();
-    let mut queued = vec![true; n];
-    while let Some(pc) = work.pop() {
-        queued[pc] = false;
-        let mut inn = if pc == 0 {
-            BitSet::new(nregs)
-        } else {
-            BitSet::full(nregs)
-        };
-        for &p in &preds[pc] {
-            if p < n {
-                inn.intersect_with(&out[p]);
-            }
-        }
-        let mut o = inn.clone();
-        let inst = &k.insts[pc];
-        if inst.guard.is_none() {
-            if let Some(&d) = inst.op.dst() {
-                o.insert(d as usize);
-            }
-        }
-        in_sets[pc] = inn;
-        if o != out[pc] {
-            out[pc] = o;
-            for &s in &succ[pc] {
-                if s < n && !queued[s] {
-                    queued[s] = true;
-                    work.push(s);
-                }
-            }
-        }
-    }
-    let mut zero = BitSet::new(nregs);
-    for (pc, inst) in k.insts.iter().enumerate() {
-        let mut reads: Vec<u32> = inst
-            .op
-            .sources()
-            .iter()
-            .filter_map(|(s, _)| s.as_reg().copied())
-            .collect();
-        if let Some(g) = &inst.guard {
-            reads.push(g.pred);
-        }
-        if let Op::Loop { counter, .. } = inst.op {
-            reads.push(counter);
-        }
-        // A guarded write keeps the old value in lanes that skip it: that old value is read.
-        if inst.guard.is_some() {
-            if let Some(&d) = inst.op.dst() {
-                reads.push(d);
-            }
-        }
-        for r in reads {
-            if !in_sets[pc].contains(r as usize) {
-                zero.insert(r as usize);
-            }
-        }
-    }
-    zero.iter().map(|r| r as u32).collect()
 }

@@ -8,7 +8,7 @@ use crate::types::Type;
 /// What part of a program an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Location {
-    /// The kernel as a whole (its name, its total memory).
+    /// The kernel as a whole (its `.kernel` line).
     Kernel,
     /// The i-th `.param`.
     Param(usize),
@@ -26,7 +26,7 @@ impl Location {
     /// Line and column of this location in parsed text.
     pub fn position(self, map: &SourceMap) -> Option<(usize, usize)> {
         match self {
-            Location::Kernel => Some((1, 1)),
+            Location::Kernel => Some(map.kernel.unwrap_or((1, 1))),
             Location::Param(i) => map.params.get(i).copied(),
             Location::Shared(i) => map.shared.get(i).copied(),
             Location::Scratch(i) => map.scratch.get(i).copied(),
@@ -114,6 +114,19 @@ pub enum ValidationErrorKind {
     /// A subroutine calls itself, directly or through others.
     #[error("recursive call: {0} (the ISA has no call stack for recursion)")]
     Recursion(String),
+    /// Calls nest deeper than [`crate::MAX_CALL_DEPTH`].
+    #[error("calls nest {depth} deep ({chain}); the limit is {limit}: every lane keeps a return stack of that size on the GPU, so inline the innermost subroutines into their callers")]
+    CallDepth {
+        depth: u32,
+        limit: u32,
+        chain: String,
+    },
+    /// Subroutine bodies overlap more than [`crate::flow::SHARED_CODE_FACTOR`] allows.
+    #[error("subroutine {subroutine} shares too much code with others: counting each instruction once for every subroutine that reaches it before 'ret' gives more than {limit}; subroutines that fall into one another or jump into a common tail multiply this, so give each subroutine its own code ending in its own 'ret'")]
+    SharedCode { subroutine: String, limit: usize },
+    /// The program has more of something than the validator accepts.
+    #[error("more than {limit} {what}: split the kernel")]
+    TooLarge { what: &'static str, limit: usize },
     /// Anything else a backend could not run.
     #[error("{0}")]
     Invalid(String),
@@ -146,6 +159,7 @@ impl ValidationError {
                 msg.push_str(&format!(" (the divergent branch is at {l}:{c})"));
             }
         }
+        let msg = crate::text::shorten(msg);
         match self.location.position(map) {
             Some((l, c)) => format!("{l}:{c}: {msg}"),
             None => format!("{}: {msg}", self.location),

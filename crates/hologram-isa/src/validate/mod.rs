@@ -6,13 +6,16 @@
 //! shared or scratch memory, recursion, and barriers in provably divergent code.
 
 mod analysis;
-mod cfg;
+mod calls;
+mod divergence;
 mod error;
 mod typecheck;
+mod uninit;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+pub use calls::MAX_CALL_DEPTH;
 pub use error::{Location, ValidationError, ValidationErrorKind};
 pub(crate) use typecheck::check_imm as check_literal;
 
@@ -32,6 +35,14 @@ pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 pub const MAX_SCRATCH_BYTES: usize = 16 * 1024;
 /// Most registers a kernel may use.
 pub const MAX_REGISTERS: usize = 4096;
+/// Most parameters a kernel may declare (GPUs pass parameters in a few kilobytes of constant
+/// memory; the library's fused kernels take a dozen).
+pub const MAX_PARAMS: usize = 1024;
+/// Most `.shared` or `.scratch` arrays of each kind a kernel may declare.
+pub const MAX_ARRAYS: usize = 1024;
+/// Most instructions a kernel may have (about a 100 MB source file; every analysis is linear in
+/// this, and instruction indexes stay far inside `u32`).
+pub const MAX_INSTRUCTIONS: usize = 1 << 22;
 
 /// Checks a program and resolves it into a [`Kernel`].
 ///
@@ -138,6 +149,15 @@ impl<'p> Resolver<'p> {
         let mut arrays = HashMap::new();
         for (i, p) in program.params.iter().enumerate() {
             let loc = Location::Param(i);
+            if i >= MAX_PARAMS {
+                return Err(ValidationError::new(
+                    loc,
+                    K::TooLarge {
+                        what: "parameters",
+                        limit: MAX_PARAMS,
+                    },
+                ));
+            }
             check_ident("parameter", &p.name, loc)?;
             declare(&p.name, loc)?;
             if p.is_buffer() && p.ty() == Type::Pred {
@@ -155,6 +175,15 @@ impl<'p> Resolver<'p> {
         let mut shared_bytes = 0usize;
         for (i, a) in program.shared.iter().enumerate() {
             let loc = Location::Shared(i);
+            if i >= MAX_ARRAYS {
+                return Err(ValidationError::new(
+                    loc,
+                    K::TooLarge {
+                        what: ".shared arrays",
+                        limit: MAX_ARRAYS,
+                    },
+                ));
+            }
             check_ident("array", &a.name, loc)?;
             declare(&a.name, loc)?;
             if a.elem == Type::Pred {
@@ -163,23 +192,33 @@ impl<'p> Resolver<'p> {
                     K::Invalid("arrays of pred are not supported; use u8".into()),
                 ));
             }
-            shared_bytes += a.bytes();
+            // Reported at the declaration that goes over the limit.
+            shared_bytes = shared_bytes.saturating_add(a.bytes());
+            if shared_bytes > MAX_SHARED_BYTES {
+                return Err(ValidationError::new(
+                    loc,
+                    K::MemoryLimit {
+                        space: ".shared",
+                        bytes: shared_bytes,
+                        limit: MAX_SHARED_BYTES,
+                    },
+                ));
+            }
             arrays.insert(a.name.as_str(), base + i as u32);
-        }
-        if shared_bytes > MAX_SHARED_BYTES {
-            return Err(ValidationError::new(
-                Location::Kernel,
-                K::MemoryLimit {
-                    space: ".shared",
-                    bytes: shared_bytes,
-                    limit: MAX_SHARED_BYTES,
-                },
-            ));
         }
         let base = base + program.shared.len() as u32;
         let mut scratch_bytes = 0usize;
         for (i, a) in program.scratch.iter().enumerate() {
             let loc = Location::Scratch(i);
+            if i >= MAX_ARRAYS {
+                return Err(ValidationError::new(
+                    loc,
+                    K::TooLarge {
+                        what: ".scratch arrays",
+                        limit: MAX_ARRAYS,
+                    },
+                ));
+            }
             check_ident("array", &a.name, loc)?;
             declare(&a.name, loc)?;
             if a.elem == Type::Pred {
@@ -188,18 +227,18 @@ impl<'p> Resolver<'p> {
                     K::Invalid("arrays of pred are not supported; use u8".into()),
                 ));
             }
-            scratch_bytes += a.bytes();
+            scratch_bytes = scratch_bytes.saturating_add(a.bytes());
+            if scratch_bytes > MAX_SCRATCH_BYTES {
+                return Err(ValidationError::new(
+                    loc,
+                    K::MemoryLimit {
+                        space: ".scratch",
+                        bytes: scratch_bytes,
+                        limit: MAX_SCRATCH_BYTES,
+                    },
+                ));
+            }
             arrays.insert(a.name.as_str(), base + i as u32);
-        }
-        if scratch_bytes > MAX_SCRATCH_BYTES {
-            return Err(ValidationError::new(
-                Location::Kernel,
-                K::MemoryLimit {
-                    space: ".scratch",
-                    bytes: scratch_bytes,
-                    limit: MAX_SCRATCH_BYTES,
-                },
-            ));
         }
         let mut r = Resolver {
             program,
@@ -254,6 +293,15 @@ impl<'p> Resolver<'p> {
                     self.label_list.push((name.clone(), pc));
                 }
                 Stmt::Inst(inst) => {
+                    if self.stmt_of_pc.len() >= MAX_INSTRUCTIONS {
+                        return Err(ValidationError::new(
+                            loc,
+                            K::TooLarge {
+                                what: "instructions",
+                                limit: MAX_INSTRUCTIONS,
+                            },
+                        ));
+                    }
                     self.stmt_of_pc.push(s);
                     pc += 1;
                     let (Some(dst), Some(ty)) = (inst.op.dst(), inst.op.dst_type()) else {
@@ -393,3 +441,8 @@ pub(crate) fn operand_type(r: &Resolver<'_>, op: &Operand<u32>) -> Option<Type> 
         Operand::Imm(_) => None,
     }
 }
+
+#[cfg(test)]
+mod differential_tests;
+#[cfg(test)]
+mod reference;

@@ -177,7 +177,7 @@ fn call_arguments(kernel: &Kernel) -> String {
             args.push(format!("n{i}"));
         }
     }
-    args.extend(["hg_flag", "hg_rec", "hg_kid"].map(String::from));
+    args.extend(["hg_flag", "hg_rec", "hg_kid", "hg_tmo"].map(String::from));
     args.join(", ")
 }
 
@@ -264,7 +264,7 @@ mod tests {
         // The tail checks each lane's accesses.
         assert!(
             code.contains(
-                "hg_map_lane(p0, n0, p1, n1, p2, n2, p3, hg_flag, hg_rec, hg_kid, (hg_u32)hg_g);"
+                "hg_map_lane(p0, n0, p1, n1, p2, n2, p3, hg_flag, hg_rec, hg_kid, hg_tmo, (hg_u32)hg_g);"
             ),
             "{code}"
         );

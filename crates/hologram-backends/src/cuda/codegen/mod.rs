@@ -9,11 +9,15 @@
 //!
 //! The entry's parameters follow the kernel's, in order: a buffer parameter `i` becomes a pointer
 //! `p<i>` and its element count `n<i>` (`unsigned long long`); a scalar parameter is passed by
-//! value (`f16`/`bf16` as their 16 bits, `pred` as one byte). Three more follow: `hg_flag`
-//! (device `unsigned int`, zero between launches), `hg_rec` (five `unsigned long long` the device
-//! can write, host-mapped) and `hg_kid` (`unsigned int`, the kernel's id in the backend). An
-//! out-of-bounds access sets `hg_flag` and writes `hg_rec = {1, hg_kid, array, index, length}`
-//! (see the prelude's `hg_oob`).
+//! value (`f16`/`bf16` as their 16 bits, `pred` as one byte). Four more follow: `hg_flag`
+//! (two device `unsigned int`s, zero between launches: the first elects the lane that records
+//! an error, the second tells every lane to stop), `hg_rec` (five `unsigned long long` the
+//! device can write, host-mapped), `hg_kid` (`unsigned int`, the kernel's id in the backend)
+//! and `hg_tmo` (`unsigned long long`, the launch timeout in nanoseconds, 0 for none). The first
+//! error of a launch writes `hg_rec = {kind, hg_kid, a, b, c}`: [`ERR_OUT_OF_BOUNDS`] with
+//! `{array, index, length}` (the prelude's `hg_oob`), [`ERR_BARRIER_DIVERGENCE`] with
+//! `{block, barrier, barrier}` (`hg_diverged`), [`ERR_TIMEOUT`] with `{elapsed ns, timeout ns,
+//! 0}` (`hg_timed_out`); see [`launch_error`].
 //!
 //! # Semantics
 //!
@@ -56,7 +60,14 @@ pub fn entry_name(kernel: &str) -> String {
 }
 
 /// Bumped whenever generated code changes meaning or form, so cached binaries are not reused.
-pub const CODEGEN_VERSION: u32 = 2;
+pub const CODEGEN_VERSION: u32 = 3;
+
+/// `hg_rec[0]` of an out-of-bounds access.
+pub const ERR_OUT_OF_BOUNDS: u64 = 1;
+/// `hg_rec[0]` when lanes of a block waited at different barriers.
+pub const ERR_BARRIER_DIVERGENCE: u64 = 2;
+/// `hg_rec[0]` when a lane ran past the launch timeout.
+pub const ERR_TIMEOUT: u64 = 3;
 
 /// Choices that change the generated code (and so belong in cache keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -171,6 +182,12 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
         });
     }
     let flow = Flow::of(kernel);
+    if flow.loops {
+        out.push_str("  const hg_u64 hg_t0 = hg_now(); hg_u32 hg_tick = 0u;\n");
+    }
+    if !flow.barriers.is_empty() {
+        out.push_str("  __shared__ volatile hg_u32 hg_bar_seen; hg_u32 hg_bid = 0u;\n");
+    }
     if flow.has_calls() {
         let depth = kernel.facts.max_call_depth.max(1);
         let _ = writeln!(out, "  hg_u32 hg_rs[{depth}]; hg_u32 hg_sp = 0u;");
@@ -230,6 +247,12 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
     if flow.labels.contains(&end) {
         let _ = writeln!(out, "{}:;", label(end));
     }
+    out.push_str(&flow.rendezvous());
+    if flow.has_calls() {
+        // Falling off the end ends the lane; only `ret` enters the dispatcher.
+        out.push_str("  return;\n");
+        out.push_str(&control::return_dispatcher(&flow));
+    }
     out.push_str("}\n");
     Ok(out)
 }
@@ -263,28 +286,46 @@ pub(crate) fn parameters(kernel: &Kernel) -> (String, Vec<ArrayC>) {
             }
         }
     }
-    out.push_str("hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid");
+    out.push_str("hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid, hg_u64 hg_tmo");
     (out, arrays)
 }
 
-/// The launch error an out-of-bounds record describes (`rec` as the prelude's `hg_oob` writes it:
-/// `{1, kernel id, array, index, length}`), or `None` when `rec[0]` is 0 (no error).
-pub fn oob_error(kernel: &Kernel, rec: &[u64; 5]) -> Option<BackendError> {
-    if rec[0] == 0 {
-        return None;
+/// The launch error an error record describes (`rec` as the prelude writes it, see the module's
+/// ABI), or `None` when `rec[0]` is 0 (no error).
+pub fn launch_error(kernel: &Kernel, rec: &[u64; 5]) -> Option<BackendError> {
+    match rec[0] {
+        0 => None,
+        ERR_BARRIER_DIVERGENCE => {
+            let mut pcs = vec![rec[3] as u32, rec[4] as u32];
+            pcs.sort_unstable();
+            Some(BackendError::BarrierDivergence {
+                kernel: kernel.name.clone(),
+                block: rec[2],
+                pcs,
+            })
+        }
+        ERR_TIMEOUT => Some(BackendError::LaunchTimeout {
+            kernel: kernel.name.clone(),
+            seconds: rec[3] as f64 * 1e-9,
+            stuck: false,
+        }),
+        _ => Some(oob_error(kernel, rec)),
     }
+}
+
+fn oob_error(kernel: &Kernel, rec: &[u64; 5]) -> BackendError {
     let arrays = kernel.params.len() + kernel.shared.len() + kernel.scratch.len();
     let array = if (rec[2] as usize) < arrays {
         kernel.array_info(rec[2] as u32).0.to_string()
     } else {
         format!("#{}", rec[2])
     };
-    Some(BackendError::OutOfBounds {
+    BackendError::OutOfBounds {
         kernel: kernel.name.clone(),
         array,
         index: rec[3] as i64 as i128,
         len: rec[4],
-    })
+    }
 }
 
 fn param_summary(kernel: &Kernel) -> String {
@@ -328,7 +369,7 @@ mod tests {
     fn saxpy_has_checked_and_unchecked_forms() {
         let text = ".kernel saxpy\n.param .f32 a\n.param .buf.f32 x\n.param .buf.f32 y .rw\n.param .u32 n\n    mov.u32 %i, %gid;\n    setp.ge.u32 %p, %i, n;\n@%p exit;\n    ld.f32 %x, x[%i];\n    ld.f32 %y, y[%i];\n    fma.f32 %y, a, %x, %y;\n    st.f32 y[%i], %y;\n";
         let checked = gen(text, CodegenOptions::default());
-        assert!(checked.contains("extern \"C\" __global__ void hologram_saxpy(hg_f32 p0, hg_f32* p1, hg_u64 n1, hg_f32* p2, hg_u64 n2, hg_u32 p3, hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid)"), "{checked}");
+        assert!(checked.contains("extern \"C\" __global__ void hologram_saxpy(hg_f32 p0, hg_f32* p1, hg_u64 n1, hg_f32* p2, hg_u64 n2, hg_u32 p3, hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid, hg_u64 hg_tmo)"), "{checked}");
         assert!(checked.contains("if (hg_x >= n1) { hg_oob(hg_flag, hg_rec, hg_kid, 1u,"));
         assert!(checked.contains("hg_fma_f32(p0, r2, r3)"), "{checked}");
         let unchecked = gen(
@@ -353,8 +394,75 @@ mod tests {
         );
         assert!(code.contains("hg_rs[hg_sp++] = 2u; goto L5;"), "{code}");
         assert!(
-            code.contains("case 2u: goto L2; case 3u: goto L3; default: return;"),
+            code.contains("case 2u: goto L2;\n  case 3u: goto L3;\n  default: return;"),
             "{code}"
+        );
+        // Every `ret` jumps to the one dispatcher.
+        assert_eq!(code.matches("switch (hg_rs[--hg_sp])").count(), 1, "{code}");
+        assert!(code.contains("goto hg_ret;"), "{code}");
+    }
+
+    #[test]
+    fn barriers_meet_at_one_rendezvous_that_votes() {
+        let text = ".kernel b\n.param .buf.u32 y .rw\n.scratch .u32 s[1]\n    st.u32 s[0], %tid.x;\n    ld.u32 %q, s[0];\n    setp.eq.u32 %p, %q, 0;\n@%p bra B;\n    barrier;\n    exit;\nB:\n    barrier;\n    st.u32 y[%gid], 1;\n";
+        let code = gen(text, CodegenOptions::default());
+        // One __syncthreads() for the rendezvous (none for the barriers themselves).
+        assert_eq!(code.matches("__syncthreads();").count(), 1, "{code}");
+        assert!(code.contains("hg_bid = 4u; goto HG_SYNC;"), "{code}");
+        assert!(code.contains("hg_bid = 6u; goto HG_SYNC;"), "{code}");
+        assert!(
+            code.contains("if (__syncthreads_or(hg_seen != hg_bid))"),
+            "{code}"
+        );
+        assert!(
+            code.contains(
+                "switch (hg_bid) { case 4u: goto L5; case 6u: goto L7; default: return; }"
+            ),
+            "{code}"
+        );
+        // No backward jump: no clock.
+        assert!(!code.contains("hg_t0 = hg_now()"), "{code}");
+    }
+
+    #[test]
+    fn backward_jumps_check_the_clock_and_forward_ones_do_not() {
+        let text = ".kernel l\n.param .buf.u32 y .rw\n.param .u32 n\n    mov.u32 %c, n;\n    mov.u32 %k, 0;\nL:\n    add.u32 %k, %k, 1;\n    setp.eq.u32 %p, %k, 5;\n@%p bra OUT;\n    loop %c, L;\nOUT:\n    st.u32 y[%gid], %k;\n";
+        let code = gen(text, CodegenOptions::default());
+        assert!(code.contains("const hg_u64 hg_t0 = hg_now();"), "{code}");
+        assert_eq!(code.matches("hg_timed_out(").count(), 2, "{code}"); // the prelude's and the loop's
+        assert!(code.contains("if (r0 != 0) { if (((++hg_tick) & 1023u) == 0u && hg_timed_out(hg_flag, hg_rec, hg_kid, hg_t0, hg_tmo)) return; goto L2; }"), "{code}");
+        assert!(code.contains("if (r2) { goto L6; }"), "{code}");
+    }
+
+    #[test]
+    fn error_records_become_errors() {
+        let k =
+            hologram_isa::assemble(".kernel k\n.param .buf.u32 y .rw\n    st.u32 y[%gid], 1;\n")
+                .expect("valid");
+        assert_eq!(launch_error(&k, &[0; 5]), None);
+        assert!(matches!(
+            launch_error(&k, &[ERR_OUT_OF_BOUNDS, 0, 0, 9, 4]),
+            Some(BackendError::OutOfBounds {
+                index: 9,
+                len: 4,
+                ..
+            })
+        ));
+        assert_eq!(
+            launch_error(&k, &[ERR_BARRIER_DIVERGENCE, 0, 3, 8, 5]),
+            Some(BackendError::BarrierDivergence {
+                kernel: "k".into(),
+                block: 3,
+                pcs: vec![5, 8]
+            })
+        );
+        assert_eq!(
+            launch_error(&k, &[ERR_TIMEOUT, 0, 2_500_000_000, 2_000_000_000, 0]),
+            Some(BackendError::LaunchTimeout {
+                kernel: "k".into(),
+                seconds: 2.0,
+                stuck: false
+            })
         );
     }
 

@@ -249,20 +249,52 @@ HG_D hg_i64 hg_atom_cas_i64(hg_i64* p, hg_i64 c, hg_i64 v) {
 }
 HG_D hg_u64 hg_atom_cas_u64(hg_u64* p, hg_u64 c, hg_u64 v) { return atomicCAS(p, c, v); }
 
-// The first out-of-bounds access of a launch records where it happened: `flag` (device memory)
-// elects one writer, which fills `rec` (host memory mapped into the device) for the host to
-// read after the launch: rec = {1, kernel id, array, index, length}.
-static __device__ __noinline__ void hg_oob(hg_u32* flag, hg_u64* rec, hg_u32 kid, hg_u32 array,
-                                           hg_i64 index, hg_u64 len) {
+// The first error of a launch records what happened: `flag` (device memory) elects one writer,
+// which fills `rec` (host memory mapped into the device) for the host to read after the launch:
+// rec = {kind, kernel id, a, b, c}; an out-of-bounds access is {1, kernel id, array, index, length}.
+static __device__ __noinline__ void hg_record(hg_u32* flag, hg_u64* rec, hg_u64 kind, hg_u32 kid,
+                                              hg_u64 a, hg_u64 b, hg_u64 c) {
   if (atomicCAS(flag, 0u, 1u) == 0u) {
     volatile hg_u64* r = rec;
     r[1] = kid;
-    r[2] = array;
-    r[3] = (hg_u64)index;
-    r[4] = len;
+    r[2] = a;
+    r[3] = b;
+    r[4] = c;
     __threadfence_system();
-    r[0] = 1ull;
+    r[0] = kind;
   }
+}
+static __device__ __noinline__ void hg_oob(hg_u32* flag, hg_u64* rec, hg_u32 kid, hg_u32 array,
+                                           hg_i64 index, hg_u64 len) {
+  hg_record(flag, rec, 1ull, kid, array, (hg_u64)index, len);
+}
+// Lanes of one block met at the barrier rendezvous coming from barriers `a` and `b`.
+static __device__ __noinline__ void hg_diverged(hg_u32* flag, hg_u64* rec, hg_u32 kid, hg_u32 a,
+                                                hg_u32 b) {
+  hg_u64 block = blockIdx.x + (hg_u64)gridDim.x * (blockIdx.y + (hg_u64)gridDim.y * blockIdx.z);
+  hg_record(flag, rec, 2ull, kid, block, a, b);
+}
+
+// Nanoseconds on the GPU's global timer (the host emulation of tests brings its own clock).
+#ifdef HG_EMULATION
+#define hg_now() hg_emu_now()
+#else
+HG_D hg_u64 hg_now() { hg_u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+#endif
+
+// Every few backward jumps: true when the lane must end, because another lane ran past the
+// launch timeout (the stop word flag[1]) or this one did (then it records the error and raises
+// the stop word). `tmo` is the timeout in nanoseconds, 0 for none.
+static __device__ __noinline__ bool hg_timed_out(hg_u32* flag, hg_u64* rec, hg_u32 kid, hg_u64 t0,
+                                                 hg_u64 tmo) {
+  if (((volatile hg_u32*)flag)[1] != 0u) return true;
+  if (tmo == 0ull) return false;
+  hg_u64 now = hg_now();
+  hg_u64 spent = now > t0 ? now - t0 : 0ull;
+  if (spent < tmo) return false;
+  atomicExch(flag + 1, 1u);
+  hg_record(flag, rec, 3ull, kid, spent, tmo, 0ull);
+  return true;
 }
 // ---- end of prelude ----
 "#;

@@ -90,7 +90,7 @@ impl Gen<'_> {
         }
         let cases = std::mem::take(&mut self.out);
         Ok(format!(
-            "fn hg_run() {{\n    loop {{\n        if (hg_state != 0u) {{ return; }}\n        switch hg_pc {{\n{cases}            default: {{ hg_state = 2u; }}\n        }}\n    }}\n}}\n"
+            "fn hg_run() {{\n    loop {{\n        if (hg_state != 0u) {{ return; }}\n        hg_tick = hg_tick - 1u;\n        if (hg_tick == 0u) {{ hg_refill(); if (hg_state != 0u) {{ return; }} }}\n        switch hg_pc {{\n{cases}            default: {{ hg_state = 2u; }}\n        }}\n    }}\n    // The loop only ends by `return`: the driver cut it (see the module documentation).\n    hg_report(4u, 0u, 0u);\n}}\n"
         ))
     }
 

@@ -15,6 +15,20 @@
 //! - `main` sets up special registers and scalars, then calls `hg_run()` once or, for kernels
 //!   with barriers, in phases separated by `workgroupBarrier()` at the top level of `main`
 //!   (uniform control flow: every lane of the workgroup runs every phase).
+//!
+//! Runaway lanes: WGSL has no clock, so every pass of the state machine spends one unit of the
+//! lane's budget (`hg_tick`, refilled in chunks of 2^16 from `hg_chunks`; the launch passes the
+//! budget in `hg_args[6..8]`, see [`timeout_budget`]). A lane that spends it all reports
+//! [`ERR_TIMEOUT`]; at each refill a lane also stops if another lane already reported an error.
+//!
+//! Drivers that cut loops: Mesa's llvmpipe/lavapipe (gallivm) gives each shader invocation one
+//! loop limiter of 65535 iterations, shared by every loop of the shader, and silently leaves
+//! whatever loop it is in once it runs out. No restructuring of loops escapes a limiter shared
+//! by all of them, so the generated code detects the cut instead: the state machine and the
+//! barrier phase loop only end by `return`, so reaching the statement after either loop means
+//! the driver cut it, and the lane reports [`ERR_LOOP_CUT`]. Straight-line kernels whose
+//! helpers loop end with a canary loop of two passes that comes up short when the limiter is
+//! spent.
 
 pub mod arrays;
 mod bitcast;
@@ -46,6 +60,25 @@ pub const ARGS_BINDING: u32 = 1;
 pub const ERR_OUT_OF_BOUNDS: u32 = 1;
 /// Error kind written to `hg_err[1]` when lanes of a block wait at different barriers.
 pub const ERR_BARRIER_DIVERGENCE: u32 = 2;
+/// Error kind written to `hg_err[1]` when a lane spent its budget of executed blocks.
+pub const ERR_TIMEOUT: u32 = 3;
+/// Error kind written to `hg_err[1]` when the driver cut one of the shader's loops short.
+pub const ERR_LOOP_CUT: u32 = 4;
+/// Blocks a lane runs between two looks at `hg_err` (and budget refills).
+pub const TICKS_PER_CHUNK: u64 = 1 << 16;
+
+/// The words `hg_args[6]` (first chunk) and `hg_args[7]` (further chunks, `u32::MAX` for no
+/// limit) that give a lane a budget of `blocks` executed blocks.
+pub fn timeout_budget(blocks: Option<u64>) -> [u32; 2] {
+    match blocks {
+        None => [TICKS_PER_CHUNK as u32, u32::MAX],
+        Some(b) => {
+            let b = b.clamp(1, (u32::MAX as u64 - 1) * TICKS_PER_CHUNK);
+            let first = (b - 1) % TICKS_PER_CHUNK + 1;
+            [first as u32, ((b - first) / TICKS_PER_CHUNK) as u32]
+        }
+    }
+}
 
 /// What the generated code may use, and how it is specialized.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -138,23 +171,27 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         out: String::new(),
         indent: 2,
         barrier_mode: kernel.facts.uses_barrier,
+        canary: false,
     };
     let run = g.run_function()?;
+    let decls = g.declarations();
+    let libraries = [
+        prelude::HELPERS,
+        math::HELPERS,
+        fma::HELPERS,
+        trig::HELPERS,
+        wide::HELPERS,
+    ];
+    let used = prelude::resolve(&format!("{decls}{run}"), &libraries);
+    // Kernels with the state machine detect cuts where it ends; straight-line ones need the
+    // canary when they loop at all (atomics' compare-and-swap loops, looping helpers).
+    g.canary = !run.contains("hg_refill")
+        && (run.contains("loop {") || used.iter().any(|h| h.text.contains("loop {")));
     let main = g.main_function();
     let mut body = String::new();
     body.push_str(&run);
     body.push_str(&main);
-    let decls = g.declarations();
-    let helpers = prelude::resolve(
-        &format!("{decls}{body}"),
-        &[
-            prelude::HELPERS,
-            math::HELPERS,
-            fma::HELPERS,
-            trig::HELPERS,
-            wide::HELPERS,
-        ],
-    );
+    let helpers = prelude::resolve(&format!("{decls}{body}"), &libraries);
     let mut wgsl = String::new();
     let _ = writeln!(
         wgsl,
@@ -251,6 +288,8 @@ pub(crate) struct Gen<'k> {
     pub indent: usize,
     /// The kernel has barriers: lanes park at them and `main` runs phases.
     pub barrier_mode: bool,
+    /// `main` ends with [`LOOP_CANARY`] (straight-line code whose helpers loop).
+    pub canary: bool,
 }
 
 impl Gen<'_> {
@@ -292,6 +331,8 @@ impl Gen<'_> {
         d.push_str("var<private> hg_ctaid: vec3<u32>;\n");
         d.push_str("var<private> hg_nctaid: vec3<u32>;\n");
         d.push_str("var<private> hg_gid: u32;\n");
+        d.push_str("var<private> hg_tick: u32;\n");
+        d.push_str("var<private> hg_chunks: u32;\n");
         let depth = self.k.facts.max_call_depth;
         if depth > 0 {
             d.push_str("var<private> hg_sp: u32;\n");
@@ -327,6 +368,8 @@ impl Gen<'_> {
         m.push_str("fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>) {\n");
         // hg_zero is 0, but read from memory so no compiler can fold it (see types::literal).
         m.push_str("    hg_zero = hg_args[5];\n");
+        m.push_str("    hg_tick = hg_args[6];\n");
+        m.push_str("    hg_chunks = hg_args[7];\n");
         m.push_str("    hg_nctaid = vec3<u32>(hg_args[0], hg_args[1], hg_args[2]);\n");
         m.push_str("    if (hg_args[3] != 0u) {\n");
         m.push_str(
@@ -371,7 +414,11 @@ impl Gen<'_> {
             }
         }
         if !self.barrier_mode {
-            m.push_str("    hg_run();\n}\n");
+            m.push_str("    hg_run();\n");
+            if self.canary {
+                m.push_str(LOOP_CANARY);
+            }
+            m.push_str("}\n");
             return m;
         }
         m.push_str(BARRIER_PHASES);
@@ -390,14 +437,39 @@ const ERROR_FUNCTIONS: &str = r#"fn hg_oob(site: u32, lo: u32, hi: u32) {
         atomicStore(&hg_err[4], hi);
     }
 }
-fn hg_diverged(a: u32, b: u32) {
+fn hg_report(kind: u32, a: u32, b: u32) {
+    hg_state = 2u;
     if (atomicAdd(&hg_err[0], 1u) == 0u) {
-        atomicStore(&hg_err[1], 2u);
+        atomicStore(&hg_err[1], kind);
         atomicStore(&hg_err[2], hg_blk);
         atomicStore(&hg_err[3], a);
         atomicStore(&hg_err[4], b);
     }
 }
+fn hg_diverged(a: u32, b: u32) {
+    hg_report(2u, a, b);
+}
+fn hg_refill() {
+    if (atomicLoad(&hg_err[0]) != 0u) {
+        hg_state = 2u;
+    } else if (hg_chunks == 0u) {
+        hg_report(3u, 0u, 0u);
+    } else {
+        if (hg_chunks != 0xffffffffu) { hg_chunks = hg_chunks - 1u; }
+        hg_tick = 65536u;
+    }
+}
+"#;
+
+/// The end of a straight-line kernel whose helpers loop: two passes of a loop the compiler
+/// cannot count (`hg_zero` comes from memory); one pass means the driver's loop limiter is
+/// spent, so some helper loop was cut short.
+const LOOP_CANARY: &str = r#"    var hg_pass = 0u;
+    loop {
+        hg_pass = hg_pass + 1u;
+        if (hg_pass >= 2u + hg_zero) { break; }
+    }
+    if (hg_pass < 2u) { hg_report(4u, 0u, 0u); }
 "#;
 
 /// The phase loop of kernels with barriers. Each phase runs every live lane until it exits or
@@ -426,14 +498,16 @@ const BARRIER_PHASES: &str = r#"    var hg_phase = 0u;
             atomicStore(&hg_sync[q + 2u], 0u);
         }
         workgroupBarrier();
-        if (live == 0u) { break; }
+        if (live == 0u) { return; }
         if (bmin != bmax) {
             if (hg_lidx == 0u) { hg_diverged(bmin, bmax); }
-            break;
+            return;
         }
         if (hg_state == 1u) { hg_state = 0u; }
         hg_phase = hg_phase + 1u;
     }
+    // The loop only ends by `return`: the driver cut it (see the module documentation).
+    hg_report(4u, 0u, 0u);
 "#;
 
 /// Unary operations whose f64 form has an exact WGSL implementation.

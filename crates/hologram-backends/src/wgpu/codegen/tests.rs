@@ -101,3 +101,58 @@ fn helpers_are_included_only_when_called() {
     assert!(!prelude::mentions("x = hg_rhx(y);", "hg_rh"));
     assert!(!prelude::mentions("x = ahg_rh(y);", "hg_rh"));
 }
+
+#[test]
+fn loops_spend_a_budget_and_report_a_cut_loop() {
+    let k = hologram_isa::assemble(
+        ".kernel k\n.param .buf.u32 y .rw\n.param .u32 n\n    mov.u32 %c, n;\n    mov.u32 %k, 0;\nL:\n    add.u32 %k, %k, 1;\n    loop %c, L;\n    st.u32 y[%gid], %k;\n",
+    )
+    .expect("assemble");
+    let g = generate(&k, &CodegenOptions::core([64, 1, 1])).expect("generate");
+    assert!(g.wgsl.contains("hg_tick = hg_tick - 1u;"), "{}", g.wgsl);
+    assert!(g.wgsl.contains("hg_refill();"), "{}", g.wgsl);
+    // Past the state machine's loop (left only by `return`) the driver cut it.
+    assert!(
+        g.wgsl.contains("    }\n    // The loop only ends by `return`: the driver cut it (see the module documentation).\n    hg_report(4u, 0u, 0u);\n}"),
+        "{}",
+        g.wgsl
+    );
+    assert!(
+        !g.wgsl.contains("hg_pass"),
+        "no canary where the state machine checks"
+    );
+    validate(&g.wgsl, false).expect("valid");
+}
+
+#[test]
+fn straight_line_kernels_that_loop_end_with_the_canary() {
+    // An f32 atomic add is a compare-and-swap loop in straight-line code.
+    let k = hologram_isa::assemble(
+        ".kernel k\n.param .buf.f32 y .rw\n    atom.add.f32 %o, y[0], 1.0;\n",
+    )
+    .expect("assemble");
+    let g = generate(&k, &CodegenOptions::core([64, 1, 1])).expect("generate");
+    assert!(!g.wgsl.contains("switch"), "{}", g.wgsl);
+    assert!(
+        g.wgsl
+            .contains("if (hg_pass < 2u) { hg_report(4u, 0u, 0u); }"),
+        "{}",
+        g.wgsl
+    );
+    validate(&g.wgsl, false).expect("valid");
+}
+
+#[test]
+fn timeout_budgets_split_into_chunks() {
+    let total = |[first, chunks]: [u32; 2]| first as u64 + chunks as u64 * TICKS_PER_CHUNK;
+    for blocks in [1u64, 2, 65535, 65536, 65537, 13422, 4_026_531_840, 1 << 40] {
+        let words = timeout_budget(Some(blocks));
+        assert!(
+            words[0] >= 1 && words[0] as u64 <= TICKS_PER_CHUNK,
+            "{blocks}: {words:?}"
+        );
+        assert_eq!(total(words), blocks, "{blocks}");
+    }
+    assert_eq!(timeout_budget(None)[1], u32::MAX, "no limit");
+    assert_eq!(total(timeout_budget(Some(0))), 1, "at least one block runs");
+}
