@@ -82,6 +82,11 @@ LD_LIBRARY_PATH="$(cd "$(dirname "$NVRTC_SO")" && pwd)${LD_LIBRARY_PATH:+:$LD_LI
 step "CUDA codegen: generated code run on the host (conformance suite and cross-check vs the CPU)"
 cargo test -p hologram-conformance --test cuda_emulation -- --ignored
 
+step "differential test: 1000 random programs on the CPU (native loops, interpreter), emulated CUDA C and lavapipe, every buffer compared"
+# Release: naga's WGSL front end is several times slower unoptimized. A new seed range each run
+# (printed with the command that repeats it); differing programs land in target/differential-failures/.
+cargo test --release -p hologram-conformance --test differential -- --ignored
+
 step "python: venv, the abi3 wheel (maturin), pytest"
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install --quiet --upgrade pip

@@ -3103,8 +3103,9 @@ def lanes(grid, block):
                 for tz in range(block[2]):
                     for ty in range(block[1]):
                         for tx in range(block[0]):
-                            bsz = block[0] * block[1] * block[2]
-                            lin = ((cz * grid[1] + cy) * grid[0] + cx) * bsz + (tz * block[1] + ty) * block[0] + tx
+                            gx, gy, gz = cx * block[0] + tx, cy * block[1] + ty, cz * block[2] + tz
+                            width, height = grid[0] * block[0], grid[1] * block[1]
+                            lin = gx + gy * width + gz * width * height  # x fastest over the launch
                             yield {"tid.x": tx, "tid.y": ty, "tid.z": tz, "ntid.x": block[0], "ntid.y": block[1],
                                    "ntid.z": block[2], "ctaid.x": cx, "ctaid.y": cy, "ctaid.z": cz,
                                    "nctaid.x": grid[0], "nctaid.y": grid[1], "nctaid.z": grid[2],
@@ -3141,9 +3142,9 @@ def special_regs_test(name, grid, block, comment):
 
 
 test(lambda: special_regs_test("special_regs_2d", [3, 2, 1], [8, 4, 1],
-                               "special registers in a 2D launch (grid 3x2, block 8x4): every lane records %tid.*, %ntid.*, %ctaid.*, %nctaid.*, %gid.* and %gid (linear: x fastest, then y, then z, block by block)"))
+                               "special registers in a 2D launch (grid 3x2, block 8x4): every lane records %tid.*, %ntid.*, %ctaid.*, %nctaid.*, %gid.* and %gid (global linear id: %gid.x + %gid.y * 24, x fastest over the whole launch)"))
 test(lambda: special_regs_test("special_regs_3d", [2, 3, 2], [4, 2, 3],
-                               "special registers in a 3D launch (grid 2x3x2, block 4x2x3): %gid = ((ctaid.z*nctaid.y + ctaid.y)*nctaid.x + ctaid.x)*(ntid.x*ntid.y*ntid.z) + (tid.z*ntid.y + tid.y)*ntid.x + tid.x"))
+                               "special registers in a 3D launch (grid 2x3x2, block 4x2x3): %gid = %gid.x + %gid.y * (nctaid.x*ntid.x) + %gid.z * (nctaid.x*ntid.x) * (nctaid.y*ntid.y)"))
 
 
 @test

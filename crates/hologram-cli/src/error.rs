@@ -29,4 +29,16 @@ pub enum CliError {
     /// Tests failed.
     #[error("{0}")]
     Failed(String),
+    /// Whoever read standard output closed it (`hologram asm F | head`); not reported.
+    #[error("standard output was closed")]
+    StdoutClosed,
+    /// The launch failed; `outs` says what became of the `--out` files.
+    #[error("the launch failed: {error}\n{outs}")]
+    LaunchFailed {
+        /// Why the launch failed.
+        error: hologram_core::Error,
+        /// Which `--out` files hold the buffers as the failed launch left them, or why they
+        /// could not be written.
+        outs: String,
+    },
 }

@@ -1,5 +1,7 @@
 //! `hologram`: the command line of the Hologram compute SDK.
 
+#[macro_use]
+mod output;
 mod commands;
 mod error;
 mod npy;
@@ -109,8 +111,11 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output has gone (`hologram asm F | head`): nothing is wrong.
+        Err(CliError::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::FAILURE
         }
     }

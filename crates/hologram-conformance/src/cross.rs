@@ -72,10 +72,10 @@ impl CrossReport {
 }
 
 /// What a launch left behind.
-struct Run {
-    launch: Result<(), BackendError>,
+pub(crate) struct Run {
+    pub launch: Result<(), BackendError>,
     /// Every buffer parameter: name, element type, contents.
-    buffers: Vec<(String, Type, Vec<u8>)>,
+    pub buffers: Vec<(String, Type, Vec<u8>)>,
 }
 
 fn dims(spec: &Json, key: &str) -> [u32; 3] {
@@ -93,7 +93,7 @@ fn dims(spec: &Json, key: &str) -> [u32; 3] {
     d
 }
 
-fn execute(case: &Case, backend: &dyn Backend) -> Result<Run, Outcome> {
+pub(crate) fn execute(case: &Case, backend: &dyn Backend) -> Result<Run, Outcome> {
     let failed = |s: String| Outcome::Failed(s);
     let compiled = match backend.compile(&case.canonical) {
         Ok(c) => c,
@@ -185,7 +185,7 @@ fn as_f64(v: Value) -> f64 {
     }
 }
 
-fn same_error(a: &BackendError, b: &BackendError) -> bool {
+pub(crate) fn same_error(a: &BackendError, b: &BackendError) -> bool {
     match (a, b) {
         (
             BackendError::OutOfBounds {

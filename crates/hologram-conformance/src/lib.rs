@@ -15,6 +15,7 @@
 
 pub mod cross;
 pub mod data;
+pub mod random;
 pub mod requires;
 mod run;
 

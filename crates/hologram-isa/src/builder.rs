@@ -218,6 +218,16 @@ impl ProgramBuilder {
         })
     }
 
+    /// `bitcast.TO.FROM dst, src`: the bits of `src` as a value of `to` (same width).
+    pub fn bitcast(&mut self, to: Type, from: Type, dst: &str, src: impl IntoOperand) -> &mut Self {
+        self.op(Op::Bitcast {
+            to,
+            from,
+            dst: reg_name(dst),
+            src: src.into_operand(),
+        })
+    }
+
     /// `ld.T dst, array[index]`
     pub fn ld(&mut self, ty: Type, dst: &str, array: &str, index: impl IntoOperand) -> &mut Self {
         let mem = Mem {

@@ -171,6 +171,14 @@ pub enum Op<I> {
         dst: I,
         src: Operand<I>,
     },
+    /// `bitcast.TO.FROM %d, a`: the bits of `a` read as a value of `to`, a type of the same
+    /// width (`mov.b32`-style reinterpretation, e.g. `bitcast.u32.f32` gives a float's bits).
+    Bitcast {
+        to: Type,
+        from: Type,
+        dst: I,
+        src: Operand<I>,
+    },
     /// `ld.T %d, array[index]`
     Ld { ty: Type, dst: I, mem: Mem<I> },
     /// `st.T array[index], a`
@@ -274,6 +282,7 @@ impl<I> Op<I> {
         match self {
             Op::Mov { dst, .. }
             | Op::Cvt { dst, .. }
+            | Op::Bitcast { dst, .. }
             | Op::Ld { dst, .. }
             | Op::Unary { dst, .. }
             | Op::Binary { dst, .. }
@@ -296,7 +305,7 @@ impl<I> Op<I> {
             | Op::Ternary { ty, .. }
             | Op::Selp { ty, .. }
             | Op::Atom { ty, .. } => Some(*ty),
-            Op::Cvt { to, .. } => Some(*to),
+            Op::Cvt { to, .. } | Op::Bitcast { to, .. } => Some(*to),
             Op::Setp { .. } => Some(Type::Pred),
             _ => None,
         }
@@ -307,7 +316,9 @@ impl<I> Op<I> {
     pub fn sources(&self) -> Vec<(&Operand<I>, Option<Type>)> {
         match self {
             Op::Mov { ty, src, .. } | Op::Unary { ty, src, .. } => vec![(src, Some(*ty))],
-            Op::Cvt { from, src, .. } => vec![(src, Some(*from))],
+            Op::Cvt { from, src, .. } | Op::Bitcast { from, src, .. } => {
+                vec![(src, Some(*from))]
+            }
             Op::Ld { mem, .. } => vec![(&mem.index, None)],
             Op::St { ty, mem, src } => vec![(&mem.index, None), (src, Some(*ty))],
             Op::Binary { ty, a, b, .. } => vec![(a, Some(*ty)), (b, Some(*ty))],
@@ -359,6 +370,12 @@ impl<I> Op<I> {
                 src: src.map2(reg, param),
             },
             Op::Cvt { to, from, dst, src } => Op::Cvt {
+                to: *to,
+                from: *from,
+                dst: reg(dst),
+                src: src.map2(reg, param),
+            },
+            Op::Bitcast { to, from, dst, src } => Op::Bitcast {
                 to: *to,
                 from: *from,
                 dst: reg(dst),

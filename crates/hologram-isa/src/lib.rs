@@ -46,7 +46,7 @@ mod validate;
 pub use builder::{IntoOperand, ProgramBuilder};
 pub use inst::{AtomOp, BinaryOp, CmpOp, FenceScope, Guard, Inst, Op, TernaryOp, UnaryOp};
 pub use kernel::{ArrayRef, Kernel, KernelFacts, RegInfo};
-pub use operand::{Dim, Imm, Mem, Operand, Special};
+pub use operand::{linear_gid, Dim, Imm, Mem, Operand, Special};
 pub use program::{Access, ArrayDecl, Param, ParamKind, Program, RegDecl, Stmt};
 pub use text::{parse, parse_with_source_map, print, ParseError, SourceMap};
 pub use types::Type;

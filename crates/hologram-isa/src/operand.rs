@@ -108,8 +108,23 @@ pub enum Special {
     Nctaid(Dim),
     /// `%gid.x`: `ctaid * ntid + tid` along one axis.
     Gid(Dim),
-    /// `%gid`: the global linear id, counting x fastest, then y, then z, over the whole launch.
+    /// `%gid`: the global linear id, `gid.x + gid.y * W + gid.z * W * H` where `W` and `H` are
+    /// the launch's width and height in lanes (`nctaid.x * ntid.x`, `nctaid.y * ntid.y`): x
+    /// fastest, then y, then z, over the whole launch (see [`linear_gid`]).
     GidLinear,
+}
+
+/// The value of `%gid` for the lane at global position `gid` (`%gid.x|y|z`) of a launch of
+/// `grid` blocks of `block` lanes: `gid.x + gid.y * W + gid.z * W * H` with `W = grid.x *
+/// block.x` and `H = grid.y * block.y`, in wrapping 32-bit arithmetic (as every backend computes
+/// it). A 1-D block (`block.y == block.z == 1`) gives `block_index * block.x + tid.x`, where the
+/// block index also counts x fastest.
+pub fn linear_gid(gid: [u32; 3], grid: [u32; 3], block: [u32; 3]) -> u32 {
+    let width = grid[0].wrapping_mul(block[0]);
+    let plane = width.wrapping_mul(grid[1].wrapping_mul(block[1]));
+    gid[0]
+        .wrapping_add(gid[1].wrapping_mul(width))
+        .wrapping_add(gid[2].wrapping_mul(plane))
 }
 
 impl Special {
@@ -253,6 +268,18 @@ mod tests {
         assert_eq!(Special::GidLinear.to_string(), "%gid");
         assert!(Special::is_reserved("tid"));
         assert!(!Special::is_reserved("i"));
+    }
+
+    #[test]
+    fn linear_gid_counts_x_fastest_over_the_whole_launch() {
+        // grid 2x2, block 4x4: the lane at global (4, 0) is the fifth of the first row.
+        assert_eq!(linear_gid([4, 0, 0], [2, 2, 1], [4, 4, 1]), 4);
+        assert_eq!(linear_gid([0, 1, 0], [2, 2, 1], [4, 4, 1]), 8);
+        assert_eq!(linear_gid([7, 7, 0], [2, 2, 1], [4, 4, 1]), 63);
+        assert_eq!(
+            linear_gid([1, 2, 3], [2, 3, 2], [4, 2, 3]),
+            1 + 2 * 8 + 3 * 48
+        );
     }
 
     #[test]

@@ -17,5 +17,5 @@ fn readme_examples_assemble() {
         assert_eq!(hologram_isa::assemble(&printed).unwrap(), kernel);
         count += 1;
     }
-    assert_eq!(count, 10, "every instruction group has an example");
+    assert_eq!(count, 11, "every instruction group has an example");
 }

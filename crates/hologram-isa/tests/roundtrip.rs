@@ -53,6 +53,12 @@ fn op() -> impl Strategy<Value = Op<String>> {
             dst,
             src
         }),
+        (ty(), ty(), reg(), operand()).prop_map(|(to, from, dst, src)| Op::Bitcast {
+            to,
+            from,
+            dst,
+            src
+        }),
         (ty(), reg(), mem()).prop_map(|(ty, dst, mem)| Op::Ld { ty, dst, mem }),
         (ty(), mem(), operand()).prop_map(|(ty, mem, src)| Op::St { ty, mem, src }),
         (prop::sample::select(UnaryOp::ALL), ty(), reg(), operand())

@@ -248,6 +248,18 @@ impl Lowering<'_> {
                     c: a,
                 }
             }
+            Op::Bitcast { to, from, dst, src } => {
+                // Registers hold raw bits, and both types have one width: a copy.
+                let a = self.slot(src, *from);
+                let f = self.compute(lanes::mov_fn(*to), format!("bitcast.{to}.{from}"))?;
+                XOp::Compute {
+                    f,
+                    d: *dst,
+                    a,
+                    b: a,
+                    c: a,
+                }
+            }
             Op::Unary { op, ty, dst, src } => {
                 let a = self.slot(src, *ty);
                 let f = self.compute(lanes::unary_fn(*op, *ty), format!("{}.{ty}", op.name()))?;

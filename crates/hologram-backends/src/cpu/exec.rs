@@ -29,6 +29,9 @@ pub(crate) struct LaunchCtx<'a> {
     pub batch_blocks: usize,
     /// Lanes per batch: `block_lanes * batch_blocks`.
     pub lanes: usize,
+    /// `%gid` is `block index * block_lanes + lane in block` for this launch's shape (see
+    /// [`gid_is_block_major`]): consecutive lanes of a batch have consecutive `%gid`s.
+    pub gid_block_major: bool,
     /// One view per parameter (scalar parameters get an empty view).
     pub globals: Vec<ArrayView>,
     /// Bits of each constant slot, in `k.consts` order.
@@ -67,6 +70,16 @@ pub(crate) struct BlockState {
     block: u64,
     /// The running batch's clock.
     deadline: Deadline,
+}
+
+/// True when, for a launch of this shape, `%gid` (x fastest over the whole launch) equals
+/// `block index * lanes per block + lane in block`, the order in which the interpreter lays lanes
+/// out: always for 1-D blocks, and whenever the axes below the block's first multi-lane axis span
+/// a single block.
+pub(crate) fn gid_is_block_major(grid: [u32; 3], block: [u32; 3]) -> bool {
+    let [gx, gy, _] = grid;
+    let [_, by, bz] = block;
+    (by == 1 && bz == 1) || (gx == 1 && bz == 1) || (gx == 1 && gy == 1)
 }
 
 fn fill_slot(file: &mut [u64], lanes: usize, slot: Slot, size: usize, bits: u64) {
@@ -211,10 +224,21 @@ impl BlockState {
                         .wrapping_mul(ctx.block[d.index()])
                         .wrapping_add(tid)
                 }),
-                Special::GidLinear => {
+                Special::GidLinear if ctx.gid_block_major => {
                     let base = (first as u32).wrapping_mul(w as u32);
                     write_u32_slot(&mut self.file, lanes, slot, |l| base.wrapping_add(l as u32))
                 }
+                Special::GidLinear => write_u32_slot(&mut self.file, lanes, slot, |lane| {
+                    let l = lane % w;
+                    let tid = [l % bx, (l / bx) % by, l / (bx * by)];
+                    let ctaid = ctaid_of(lane);
+                    let gid = [0, 1, 2].map(|d| {
+                        ctaid[d]
+                            .wrapping_mul(ctx.block[d])
+                            .wrapping_add(tid[d] as u32)
+                    });
+                    hologram_isa::linear_gid(gid, ctx.grid, ctx.block)
+                }),
                 _ => {}
             }
         }
@@ -437,7 +461,7 @@ impl BlockState {
                     size,
                 } => {
                     let view = self.views[*array as usize];
-                    if *contiguous && mask.is_none() {
+                    if *contiguous && ctx.gid_block_major && mask.is_none() {
                         // SAFETY: the index slot holds u32 lanes; the range is checked first.
                         let first = unsafe { *(sp(*index) as *const u32) } as u64;
                         if first + lanes as u64 <= view.len {
@@ -469,7 +493,7 @@ impl BlockState {
                     size,
                 } => {
                     let view = self.views[*array as usize];
-                    if *contiguous && mask.is_none() {
+                    if *contiguous && ctx.gid_block_major && mask.is_none() {
                         // SAFETY: as for loads.
                         let first = unsafe { *(sp(*index) as *const u32) } as u64;
                         if first + lanes as u64 <= view.len {

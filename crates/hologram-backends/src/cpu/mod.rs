@@ -291,6 +291,7 @@ impl Backend for CpuBackend {
             block_lanes,
             batch_blocks,
             lanes,
+            gid_block_major: exec::gid_is_block_major(config.grid, config.block),
             globals,
             const_bits,
             timeout: config.effective_timeout(),

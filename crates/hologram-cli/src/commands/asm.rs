@@ -4,26 +4,37 @@ use std::path::PathBuf;
 
 use crate::error::CliError;
 
+/// `text` with exactly one final newline, so every program printed ends its last line.
+fn one_final_newline(text: &str) -> String {
+    format!("{}\n", text.trim_end_matches('\n'))
+}
+
 pub fn run(files: &[PathBuf], canonical: bool) -> Result<(), CliError> {
     let (mut before, mut after) = (0usize, 0usize);
     for file in files {
         let kernel = super::assemble_file(file)?;
+        if files.len() > 1 {
+            outln!("// {}", file.display())?;
+        }
         if canonical {
             let (canon, red) = hologram_compiler::canonicalize(&kernel);
-            if files.len() > 1 {
-                println!("// {}", file.display());
-            }
-            print!("{}", hologram_isa::print(&canon.to_program()));
-            println!(
+            out!(
+                "{}",
+                one_final_newline(&hologram_isa::print(&canon.to_program()))
+            )?;
+            outln!(
                 "// digest {}  ({} -> {} instructions)",
                 hologram_compiler::text_digest(&canon),
                 red.before,
                 red.after
-            );
+            )?;
             before += red.before;
             after += red.after;
         } else {
-            print!("{}", hologram_isa::print(&kernel.to_program()));
+            out!(
+                "{}",
+                one_final_newline(&hologram_isa::print(&kernel.to_program()))
+            )?;
             eprintln!(
                 "// {}: valid; {} instructions, {} registers, {} parameters, digest {}",
                 kernel.name,
@@ -40,10 +51,10 @@ pub fn run(files: &[PathBuf], canonical: bool) -> Result<(), CliError> {
         } else {
             0.0
         };
-        println!(
+        outln!(
             "// total: {before} -> {after} instructions over {} programs ({pct:.1}% fewer)",
             files.len()
-        );
+        )?;
     }
     Ok(())
 }

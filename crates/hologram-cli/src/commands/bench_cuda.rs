@@ -295,7 +295,7 @@ pub fn run(a: &BenchArgs) -> Result<(), CliError> {
                 r.kernel, r.block, r.checked, r.ms, r.gbps
             );
         }
-        println!(
+        outln!(
             "{{\"device\": \"{}\", \"arch\": \"{}\", \"driver\": \"{}\", \"vadd\": {{\"n\": {}, \"checked\": {{\"kernel\": \"{}\", \"block\": {}, \"ms\": {:.5}, \"gbps\": {:.2}}}, \"unchecked\": {{\"kernel\": \"{}\", \"block\": {}, \"ms\": {:.5}, \"gbps\": {:.2}}}, \"check_cost\": {{\"vadd\": {cost1:.5}, \"vadd4\": {cost4:.5}}}, \"per_block\": [{per_block}]}}, \"latency\": {{\"median_us\": {:.2}, \"mean_us\": {:.2}, \"min_us\": {:.2}, \"enqueue_us\": {:.2}, \"iters\": {}}}, \"sgemm\": {{\"n\": {}, \"ms\": {:.4}, \"tflops\": {:.2}, \"tf32_ms\": {:.4}, \"tf32_tflops\": {:.2}}}, \"cache\": \"{stats}\"}}",
             info.name.replace('"', "'"),
             info.arch,
@@ -304,43 +304,46 @@ pub fn run(a: &BenchArgs) -> Result<(), CliError> {
             bc.kernel, bc.block, bc.ms, bc.gbps, bu.kernel, bu.block, bu.ms, bu.gbps,
             lat.median_us, lat.mean_us, lat.min_us, lat.enqueue_us, a.latency_iters,
             a.gemm, gemm.ms, gemm.tflops, gemm.tf32_ms, gemm.tf32_tflops,
-        );
+        )?;
         return Ok(());
     }
-    println!(
+    outln!(
         "bench on {} ({}, {})",
         info.name,
         info.arch,
         info.driver.unwrap_or_default()
-    );
-    println!("vector add f32, n = 2^{}:", a.log2n);
+    )?;
+    outln!("vector add f32, n = 2^{}:", a.log2n)?;
     for r in &rows {
-        println!(
+        outln!(
             "  {:<6} block {:>4} {:<9} {:>8.3} ms  {:>7.1} GB/s",
             r.kernel,
             r.block,
             if r.checked { "checked" } else { "unchecked" },
             r.ms,
             r.gbps
-        );
+        )?;
     }
-    println!(
+    outln!(
         "  bounds-check cost: vadd {:+.2}%, vadd4 {:+.2}% time (best block, checked vs unchecked)",
         cost1 * 100.0,
         cost4 * 100.0
-    );
-    println!(
+    )?;
+    outln!(
         "tiny kernel launch+sync: median {:.2} us, mean {:.2} us, min {:.2} us (enqueue {:.2} us)",
-        lat.median_us, lat.mean_us, lat.min_us, lat.enqueue_us
-    );
-    println!(
+        lat.median_us,
+        lat.mean_us,
+        lat.min_us,
+        lat.enqueue_us
+    )?;
+    outln!(
         "sgemm {n}: {:.3} ms, {:.1} TFLOP/s; TF32 {:.3} ms, {:.1} TFLOP/s",
         gemm.ms,
         gemm.tflops,
         gemm.tf32_ms,
         gemm.tf32_tflops,
         n = a.gemm
-    );
-    println!("cuda kernel cache: {stats}");
+    )?;
+    outln!("cuda kernel cache: {stats}")?;
     Ok(())
 }

@@ -9,9 +9,9 @@ pub fn run(dir: Option<PathBuf>, backend: &str) -> Result<(), CliError> {
     let suite = hologram_conformance::Suite::load(&dir)?;
     let exec = super::executor(backend)?;
     let report = suite.run(exec.backend().as_ref());
-    print!("{}", report.summary());
+    out!("{}", report.summary())?;
     if exec.backend_type() == hologram_core::BackendType::Cuda {
-        println!("cuda kernel cache: {}", hologram_backends::cuda::stats());
+        outln!("cuda kernel cache: {}", hologram_backends::cuda::stats())?;
     }
     if report.all_passed() {
         Ok(())

@@ -14,7 +14,7 @@ pub fn run(dir: Option<PathBuf>, reference: &str, backend: &str) -> Result<(), C
         reference.backend().as_ref(),
         candidate.backend().as_ref(),
     );
-    print!("{}", report.summary());
+    out!("{}", report.summary())?;
     if report.mismatches() == 0 {
         Ok(())
     } else {

@@ -29,12 +29,12 @@ fn check(ok: bool, what: &str) -> Result<(), CliError> {
 pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
     let exec = super::executor(backend)?;
     let info = exec.info();
-    println!(
+    outln!(
         "Hologram demo on {} — {} ({})\n",
         exec.backend_type(),
         info.name,
         info.arch
-    );
+    )?;
     let n = n.max(1);
     let n32 = u32::try_from(n).map_err(|_| CliError::Usage("--n must fit in u32".into()))?;
     let cfg = LaunchConfig::for_elements(n as u64, 256);
@@ -61,12 +61,12 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
             .all(|(o, (x, y))| *o == 2.0f32.mul_add(*x, *y)),
         "saxpy",
     )?;
-    println!(
+    outln!(
         "1. saxpy  y = 2x + y over {n} floats: {ms:.2} ms ({:.2} GB/s), y[{}] = {}",
         12.0 * n as f64 / ms / 1e6,
         n - 1,
         out[n - 1]
-    );
+    )?;
 
     // 2. block sums with shared memory and barriers
     let block_sum = exec.assemble(BLOCK_SUM)?;
@@ -83,9 +83,7 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
     })?;
     let total: f64 = partial.to_vec()?.iter().map(|&v| v as f64).sum();
     check(total == n as f64, "block sums")?;
-    println!(
-        "2. tree reduction in shared memory: {blocks} block sums in {ms:.2} ms, total {total}"
-    );
+    outln!("2. tree reduction in shared memory: {blocks} block sums in {ms:.2} ms, total {total}")?;
 
     // 3. histogram with atomics
     let histogram = exec.assemble(HISTOGRAM)?;
@@ -105,10 +103,10 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
         want[(v & 15) as usize] += 1;
     }
     check(counts == want, "histogram")?;
-    println!(
+    outln!(
         "3. histogram with atomics: 16 bins in {ms:.2} ms, bins[0..4] = {:?}",
         &counts[..4]
-    );
+    )?;
 
     // 4. divergent loops
     let collatz = exec.assemble(COLLATZ)?;
@@ -134,7 +132,7 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
         .map(|(i, &v)| (v, i + 1))
         .max()
         .unwrap_or((0, 0));
-    println!("4. divergent loops (Collatz) for {m} starts: {ms:.2} ms, longest {longest} steps from {at}");
+    outln!("4. divergent loops (Collatz) for {m} starts: {ms:.2} ms, longest {longest} steps from {at}")?;
 
     // 5. bounds checks: every lane stores past the end, so no backend writes anything (GPUs
     // stop only the lanes that go out of bounds). Launches may be asynchronous: the error can
@@ -147,7 +145,7 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
         .launch(&oob, &LaunchConfig::linear(1, 8), &[small.arg()])
         .and_then(|()| exec.synchronize())
     {
-        Err(e) => println!("5. an out-of-bounds store is caught: {e}"),
+        Err(e) => outln!("5. an out-of-bounds store is caught: {e}")?,
         Ok(()) => {
             return Err(CliError::Failed(
                 "the out-of-bounds store was not caught".into(),
@@ -161,9 +159,11 @@ pub fn run(backend: &str, n: usize) -> Result<(), CliError> {
 
     let stats = exec.allocator_stats();
     let kstats = exec.kernel_cache_stats();
-    println!(
+    outln!(
         "\nallocator: {} allocations, {} served from cache; kernels: {} compiled",
-        stats.allocations, stats.cache_hits, kstats.compiles
-    );
+        stats.allocations,
+        stats.cache_hits,
+        kstats.compiles
+    )?;
     Ok(())
 }

@@ -3,8 +3,8 @@
 use crate::error::CliError;
 
 pub fn run() -> Result<(), CliError> {
-    println!("hologram {}", env!("CARGO_PKG_VERSION"));
-    println!("backends:");
+    outln!("hologram {}", env!("CARGO_PKG_VERSION"))?;
+    outln!("backends:")?;
     for a in hologram_core::availability() {
         match &a.status {
             Ok(info) => {
@@ -17,34 +17,34 @@ pub fn run() -> Result<(), CliError> {
                     .as_ref()
                     .map(|d| format!(", driver {d}"))
                     .unwrap_or_default();
-                println!(
+                outln!(
                     "  {:<7} available    {} [{}{mem}{driver}]",
                     a.backend.name(),
                     info.name,
                     info.arch
-                );
+                )?;
             }
-            Err(reason) => println!("  {:<7} unavailable  {reason}", a.backend.name()),
+            Err(reason) => outln!("  {:<7} unavailable  {reason}", a.backend.name())?,
         }
     }
     #[cfg(feature = "wgpu")]
-    print_wgpu_adapters();
+    print_wgpu_adapters()?;
     let chosen = hologram_core::Executor::new_auto()?;
     let why = match std::env::var("HOLOGRAM_BACKEND") {
         Ok(v) if !v.trim().is_empty() => format!("HOLOGRAM_BACKEND={v}"),
         _ => "best available; set HOLOGRAM_BACKEND to override".to_string(),
     };
-    println!("default: {} ({why})", chosen.backend_type());
+    outln!("default: {} ({why})", chosen.backend_type())?;
     Ok(())
 }
 
 /// Every Metal, Vulkan and DX12 adapter wgpu sees (software ones are used only on request).
 #[cfg(feature = "wgpu")]
-fn print_wgpu_adapters() {
+fn print_wgpu_adapters() -> Result<(), CliError> {
     let adapters = hologram_backends::wgpu::adapter::list_adapters();
-    println!("wgpu adapters:");
+    outln!("wgpu adapters:")?;
     if adapters.is_empty() {
-        println!("  none (no Metal, Vulkan or DX12 driver was found)");
+        outln!("  none (no Metal, Vulkan or DX12 driver was found)")?;
     }
     for a in adapters {
         let note = if a.software {
@@ -55,12 +55,13 @@ fn print_wgpu_adapters() {
         } else {
             String::new()
         };
-        println!(
+        outln!(
             "  {:<7} {} [{}, driver {}{note}]",
             a.backend.to_lowercase(),
             a.name,
             a.device_type,
             a.driver
-        );
+        )?;
     }
+    Ok(())
 }

@@ -65,10 +65,10 @@ E:
     st.u32 out[%i], %r;
 ";
 
-fn print_pass(label: &str, before: &ExecutorStats, after: &ExecutorStats) {
+fn print_pass(label: &str, before: &ExecutorStats, after: &ExecutorStats) -> Result<(), CliError> {
     let (k0, k1) = (&before.kernels, &after.kernels);
     let (b0, b1) = (&before.backend, &after.backend);
-    println!(
+    outln!(
         "  {label}: {} launches; kernel cache {} compiled, {} hits; backend {} compiles ({} memory hits, {} disk hits, {} disk writes, {} bytes of code); {} library / {} generic launches",
         after.launches - before.launches,
         k1.compiles - k0.compiles,
@@ -80,12 +80,13 @@ fn print_pass(label: &str, before: &ExecutorStats, after: &ExecutorStats) {
         b1.code_bytes - b0.code_bytes,
         b1.library_launches - b0.library_launches,
         b1.generic_launches - b0.generic_launches,
-    );
+    )?;
+    Ok(())
 }
 
 /// Runs the sample twice on every available backend and prints the counters of each pass.
 pub fn run() -> Result<(), CliError> {
-    println!("\ncache statistics (a sample workload, run twice on each available backend):");
+    outln!("\ncache statistics (a sample workload, run twice on each available backend):")?;
     for a in hologram_core::availability() {
         if a.status.is_err() {
             continue;
@@ -93,31 +94,31 @@ pub fn run() -> Result<(), CliError> {
         let exec = match Executor::new_with_backend(a.backend) {
             Ok(e) => e,
             Err(e) => {
-                println!("{}: could not open: {e}", a.backend.name());
+                outln!("{}: could not open: {e}", a.backend.name())?;
                 continue;
             }
         };
-        println!("{} ({}):", a.backend.name(), exec.info().name);
+        outln!("{} ({}):", a.backend.name(), exec.info().name)?;
         let start = exec.stats();
         sample(&exec)?;
         let first = exec.stats();
-        print_pass("first pass ", &start, &first);
+        print_pass("first pass ", &start, &first)?;
         sample(&exec)?;
         let second = exec.stats();
-        print_pass("second pass", &first, &second);
-        println!(
+        print_pass("second pass", &first, &second)?;
+        outln!(
             "  totals: {}",
             second.to_string().replace('\n', "\n          ")
-        );
+        )?;
         if a.backend == BackendType::Cuda {
-            print_disk_cache();
+            print_disk_cache()?;
         }
     }
     Ok(())
 }
 
 #[cfg(feature = "cuda")]
-fn print_disk_cache() {
+fn print_disk_cache() -> Result<(), CliError> {
     match hologram_backends::cuda::cache_dir() {
         Some(dir) => {
             let (files, bytes) = std::fs::read_dir(&dir)
@@ -128,14 +129,17 @@ fn print_disk_cache() {
                         .fold((0u64, 0u64), |(n, b), m| (n + 1, b + m.len()))
                 })
                 .unwrap_or((0, 0));
-            println!(
+            outln!(
                 "  disk cache: {} ({files} kernels, {bytes} bytes)",
                 dir.display()
-            );
+            )?;
         }
-        None => println!("  disk cache: off (HOLOGRAM_CACHE_DIR=off, or no user cache folder)"),
+        None => outln!("  disk cache: off (HOLOGRAM_CACHE_DIR=off, or no user cache folder)")?,
     }
+    Ok(())
 }
 
 #[cfg(not(feature = "cuda"))]
-fn print_disk_cache() {}
+fn print_disk_cache() -> Result<(), CliError> {
+    Ok(())
+}

@@ -169,6 +169,7 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     let compiled = exec.compile_kernel(&kernel)?;
     let compile_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
+    let mut failure = None;
     for rep in 0..a.repeat.max(1) {
         if rep > 0 {
             for b in &bound {
@@ -179,27 +180,57 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
             exec.synchronize()?;
         }
         let t = Instant::now();
-        exec.launch(&compiled, &config, &args)?;
-        exec.synchronize()?;
+        if let Err(e) = exec
+            .launch(&compiled, &config, &args)
+            .and_then(|()| exec.synchronize())
+        {
+            failure = Some(e);
+            break;
+        }
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    for (b, file) in outs {
-        let mut data = vec![0u8; b.initial.len()];
-        backend
-            .copy_out(&b.memory, 0, &mut data)
-            .map_err(hologram_core::Error::from)?;
-        npy::write(&file, b.ty, &data)?;
+    // After a failed launch the buffers are still written: what the launch left is what a user
+    // needs to see to find out why it failed.
+    let written = write_outs(backend.as_ref(), &outs);
+    if let Some(error) = failure {
+        let outs = match written {
+            Ok(files) if files.is_empty() => "no --out files were asked for".to_string(),
+            Ok(files) => format!(
+                "{} hold the buffers as the failed launch left them (not a complete result)",
+                files.join(", ")
+            ),
+            Err(e) => format!("the --out files could not be written: {e}"),
+        };
+        return Err(CliError::LaunchFailed { error, outs });
     }
+    written?;
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
-    println!(
+    outln!(
         "{} on {} ({}): launch {median:.3} ms (median of {}, min {:.3} ms), compile {compile_ms:.3} ms",
         kernel.name,
         exec.backend_type(),
         exec.info().name,
         times.len(),
         sorted[0]
-    );
+    )?;
     Ok(())
+}
+
+/// Reads each `--out` buffer back and writes it; returns the files written.
+fn write_outs(
+    backend: &dyn hologram_backends::Backend,
+    outs: &[(&Bound, PathBuf)],
+) -> Result<Vec<String>, CliError> {
+    let mut files = Vec::new();
+    for (b, file) in outs {
+        let mut data = vec![0u8; b.initial.len()];
+        backend
+            .copy_out(&b.memory, 0, &mut data)
+            .map_err(hologram_core::Error::from)?;
+        npy::write(file, b.ty, &data)?;
+        files.push(file.display().to_string());
+    }
+    Ok(files)
 }

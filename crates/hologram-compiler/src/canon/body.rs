@@ -130,6 +130,7 @@ pub(crate) fn is_pure(op: &Op<u32>) -> bool {
         op,
         Op::Mov { .. }
             | Op::Cvt { .. }
+            | Op::Bitcast { .. }
             | Op::Unary { .. }
             | Op::Binary { .. }
             | Op::Ternary { .. }

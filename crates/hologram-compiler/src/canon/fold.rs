@@ -198,6 +198,8 @@ fn simplify(op: &Op<u32>, vals: &[Val]) -> Option<Result<usize, Value>> {
             let t = matches!(cmp, CmpOp::Eq | CmpOp::Le | CmpOp::Ge);
             Some(Err(Value::Pred(t)))
         }
+        // Reinterpreting a type as itself copies.
+        Op::Bitcast { to, from, .. } if to == from => Some(Ok(0)),
         Op::Selp { .. } => {
             let (a, b, p) = (vals[0], vals[1], vals[2]);
             if a == b || p == Val::Const(Type::Pred, 1) {
@@ -223,6 +225,16 @@ fn simplify(op: &Op<u32>, vals: &[Val]) -> Option<Result<usize, Value>> {
     }
 }
 
+fn is_nan(v: Value) -> bool {
+    match v {
+        Value::F16(x) => x.is_nan(),
+        Value::BF16(x) => x.is_nan(),
+        Value::F32(x) => x.is_nan(),
+        Value::F64(x) => x.is_nan(),
+        _ => false,
+    }
+}
+
 /// `v`, or the positive quiet NaN of its type if `v` is a NaN.
 fn canonical_nan(v: Value) -> Value {
     let quiet = match v {
@@ -242,6 +254,9 @@ fn fold(op: &Op<u32>, vals: &[Val]) -> Option<Value> {
     match op {
         Op::Mov { .. } => Some(c[0]),
         Op::Cvt { to, .. } => eval::cvt(c[0], *to),
+        // A NaN literal keeps its payload only as far as an f64 does (a signalling NaN would
+        // come back quiet), so bit patterns that are NaNs stay bitcasts.
+        Op::Bitcast { to, .. } => eval::bitcast(c[0], *to).filter(|v| !is_nan(*v)),
         Op::Unary { op, .. } => eval::unary(*op, c[0]),
         // Which operand's NaN an operation propagates depends on operand order, which this
         // pass may change; the ISA leaves NaN results unspecified, so folded NaNs are made one
@@ -261,6 +276,7 @@ fn fold(op: &Op<u32>, vals: &[Val]) -> Option<Value> {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Tag {
     Cvt(Type, Type),
+    Bitcast(Type, Type),
     Unary(hologram_isa::UnaryOp, Type),
     Binary(BinaryOp, Type),
     Ternary(TernaryOp, Type),
@@ -273,6 +289,7 @@ fn expr_key(op: &Op<u32>, vals: &[Val]) -> Option<(Tag, Vec<Val>)> {
     let mut vals = vals.to_vec();
     let tag = match op {
         Op::Cvt { to, from, .. } => Tag::Cvt(*to, *from),
+        Op::Bitcast { to, from, .. } => Tag::Bitcast(*to, *from),
         Op::Unary { op, ty, .. } => Tag::Unary(*op, *ty),
         Op::Binary { op, ty, .. } => {
             if op.is_commutative() {
@@ -331,6 +348,12 @@ fn map_sources(
             src: f(src, *ty, false),
         },
         Op::Cvt { to, from, dst, src } => Op::Cvt {
+            to: *to,
+            from: *from,
+            dst: *dst,
+            src: f(src, *from, false),
+        },
+        Op::Bitcast { to, from, dst, src } => Op::Bitcast {
             to: *to,
             from: *from,
             dst: *dst,

@@ -103,6 +103,7 @@ pub fn recognize_map(k: &Kernel) -> Option<MapPattern> {
             }
             Op::Mov { .. }
             | Op::Cvt { .. }
+            | Op::Bitcast { .. }
             | Op::Unary { .. }
             | Op::Binary { .. }
             | Op::Ternary { .. }

@@ -284,6 +284,16 @@ pub fn cvt(v: Value, to: Type) -> Option<Value> {
     from_wide(w, to)
 }
 
+/// `bitcast.TO.FROM v`: the same bits as a value of `to`; `None` when the widths differ or either
+/// type is `pred`.
+pub fn bitcast(v: Value, to: Type) -> Option<Value> {
+    let from = v.ty();
+    if from == Type::Pred || to == Type::Pred || from.bits() != to.bits() {
+        return None;
+    }
+    Some(Value::from_bits(to, v.to_bits()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,5 +327,14 @@ mod tests {
         assert_eq!(cvt(Value::F32(-1.5), Type::U8), Some(Value::U8(0)));
         assert_eq!(cvt(Value::I8(-1), Type::U16), Some(Value::U16(0xffff)));
         assert_eq!(binary(BinaryOp::Add, Value::I32(1), Value::U32(1)), None);
+        assert_eq!(
+            bitcast(Value::F32(-1.0), Type::U32),
+            Some(Value::U32(0xbf80_0000))
+        );
+        assert_eq!(
+            bitcast(Value::I64(-1), Type::F64).map(|v| v.to_bits()),
+            Some(!0)
+        );
+        assert_eq!(bitcast(Value::F32(1.0), Type::U16), None);
     }
 }

@@ -374,6 +374,13 @@ impl<'a> Parser<'a> {
                 let src = self.operand()?;
                 Op::Cvt { to, from, dst, src }
             }
+            "bitcast" => {
+                want(2, "bitcast.TO.FROM, e.g. bitcast.u32.f32")?;
+                let (to, from) = (ty_at(1)?, ty_at(2)?);
+                let dst = self.dst()?;
+                let src = self.operand()?;
+                Op::Bitcast { to, from, dst, src }
+            }
             "ld" => {
                 want(1, "ld.TYPE")?;
                 let ty = ty_at(1)?;

@@ -62,6 +62,9 @@ pub fn write_inst(out: &mut String, inst: &Inst<String>) -> fmt::Result {
     match &inst.op {
         Op::Mov { ty, dst, src } => write!(out, "mov.{ty} %{dst}, {}", o(src))?,
         Op::Cvt { to, from, dst, src } => write!(out, "cvt.{to}.{from} %{dst}, {}", o(src))?,
+        Op::Bitcast { to, from, dst, src } => {
+            write!(out, "bitcast.{to}.{from} %{dst}, {}", o(src))?
+        }
         Op::Ld { ty, dst, mem } => write!(out, "ld.{ty} %{dst}, {}", m(mem))?,
         Op::St { ty, mem, src } => write!(out, "st.{ty} {}, {}", m(mem), o(src))?,
         Op::Unary { op, ty, dst, src } => write!(out, "{}.{ty} %{dst}, {}", op.name(), o(src))?,

@@ -8,6 +8,11 @@
 //! rejected. Values loaded from memory are not assumed to vary, so only provable divergence is
 //! reported.
 //!
+//! Lanes that end are not waited for at a barrier, so the analysis runs on the graph of the lanes
+//! that barriers wait for ([`lanes_graph`]): a guarded `exit` (or a guarded `ret` in the kernel's
+//! own body) only falls through, and code on which lanes end before and away from every barrier
+//! is left out. A branch whose one side only exits is then not divergent at all.
+//!
 //! The regions are computed without walking each one: the region of a branch is the union, over
 //! its successors, of the post-dominator-tree path from the successor up to (not including) the
 //! branch's post-dominator, together with the regions of the branches on those paths. Marking
@@ -200,6 +205,90 @@ fn tree_depths(ipdom: &[Option<u32>], exit: usize) -> Vec<u32> {
     depth
 }
 
+/// Nodes reachable in `g` from `starts` (themselves included), without recursion.
+fn reachable_from_all(g: &Graph, starts: &[u32]) -> Vec<bool> {
+    let mut seen = vec![false; g.len()];
+    let mut stack = Vec::with_capacity(starts.len());
+    for &s in starts {
+        if !seen[s as usize] {
+            seen[s as usize] = true;
+            stack.push(s);
+        }
+    }
+    while let Some(x) = stack.pop() {
+        for &s in g.succ(x as usize) {
+            if !seen[s as usize] {
+                seen[s as usize] = true;
+                stack.push(s);
+            }
+        }
+    }
+    seen
+}
+
+/// The graph of the lanes that barriers wait for (linear in the size of `intra`). Lanes that end
+/// (a guarded `exit`, or a guarded `ret` in the kernel's own body rather than a subroutine's) are
+/// gone, so that edge to the exit is dropped. Code that neither reaches a barrier (or a call of a
+/// subroutine with one) nor follows one is where lanes end away from every barrier: edges into
+/// it are dropped, and a node left without successors goes to the exit, so such paths do not
+/// count where the lanes of a branch meet again. (Lanes that branch past a barrier and end later
+/// still make it divergent: they are live while the others wait.)
+fn lanes_graph(k: &Kernel, intra: &Graph, procs: &Procedures, with_barrier: &[bool]) -> Graph {
+    let n = k.insts.len();
+    let mut in_subroutine = vec![false; n + 1];
+    for p in 1..procs.len() {
+        for &pc in procs.body(p) {
+            in_subroutine[pc as usize] = true;
+        }
+    }
+    let mut in_kernel_body = vec![false; n + 1];
+    if !procs.is_empty() {
+        for &pc in procs.body(0) {
+            in_kernel_body[pc as usize] = true;
+        }
+    }
+    let mut waits = Vec::new();
+    let mut ended = Graph::with_capacity(n + 1, intra.edge_count());
+    for (pc, inst) in k.insts.iter().enumerate() {
+        let waits_here = match inst.op {
+            Op::Barrier => true,
+            Op::Call { target } => procs
+                .at((target as usize).min(n))
+                .is_some_and(|q| with_barrier[q]),
+            _ => false,
+        };
+        if waits_here {
+            waits.push(pc as u32);
+        }
+        let ends_lane = match inst.op {
+            Op::Exit => true,
+            Op::Ret => in_kernel_body[pc] && !in_subroutine[pc],
+            _ => false,
+        };
+        if ends_lane && inst.guard.is_some() {
+            ended.push_node(intra.succ(pc).iter().copied().filter(|&s| s as usize != n));
+        } else {
+            ended.push_node(intra.succ(pc).iter().copied());
+        }
+    }
+    ended.push_node([]);
+    let after = reachable_from_all(&ended, &waits);
+    let before = reachable_from_all(&ended.reversed(), &waits);
+    let gone: Vec<bool> = (0..=n).map(|v| v != n && !after[v] && !before[v]).collect();
+    let mut lanes = Graph::with_capacity(n + 1, ended.edge_count());
+    for v in 0..=n {
+        let succ = ended.succ(v);
+        if gone[v] {
+            lanes.push_node(succ.iter().copied());
+        } else if !succ.is_empty() && succ.iter().all(|&s| gone[s as usize]) {
+            lanes.push_node([n as u32]);
+        } else {
+            lanes.push_node(succ.iter().copied().filter(|&s| !gone[s as usize]));
+        }
+    }
+    lanes
+}
+
 /// Rejects barriers that only some lanes of a block can reach.
 pub(crate) fn check(
     k: &Kernel,
@@ -212,6 +301,21 @@ pub(crate) fn check(
         return Ok(());
     }
     let n = k.insts.len();
+    // For each procedure: does it (or anything it calls) contain a barrier?
+    let mut with_barrier = vec![false; procs.len()];
+    for &p in &calls.callees_first {
+        let p = p as usize;
+        with_barrier[p] = procs
+            .body(p)
+            .iter()
+            .any(|&pc| matches!(k.insts[pc as usize].op, Op::Barrier))
+            || procs
+                .calls(p)
+                .iter()
+                .any(|&(_, q)| with_barrier[q as usize]);
+    }
+    let lanes = lanes_graph(k, intra, procs, &with_barrier);
+    let intra = &lanes;
     let ipdom = post_dominators(intra, n);
     let tree_depth = tree_depths(&ipdom, n);
     // Readers of each register, by counting then filling.
@@ -270,19 +374,6 @@ pub(crate) fn check(
         st.process(pc as usize);
     }
 
-    // For each procedure: does it (or anything it calls) contain a barrier?
-    let mut with_barrier = vec![false; procs.len()];
-    for &p in &calls.callees_first {
-        let p = p as usize;
-        with_barrier[p] = procs
-            .body(p)
-            .iter()
-            .any(|&pc| matches!(k.insts[pc as usize].op, Op::Barrier))
-            || procs
-                .calls(p)
-                .iter()
-                .any(|&(_, q)| with_barrier[q as usize]);
-    }
     let branch_stmt = |b: u32| match (b != NONE).then(|| loc(b as usize)) {
         Some(Location::Stmt(s)) => Some(s),
         _ => None,

@@ -382,6 +382,9 @@ fn check_divergent_barriers(
         return Ok(());
     }
     let n = k.insts.len();
+    let with_barrier = procs.contains_barrier(k);
+    let lanes = lanes_graph(k, intra, procs, &with_barrier);
+    let intra = &lanes;
     let ipdom = post_dominators(intra);
     let mut varying = BitSet::new(k.regs.len());
     let mut divergent = BitSet::new(n + 1);
@@ -444,7 +447,6 @@ fn check_divergent_barriers(
             break;
         }
     }
-    let with_barrier = procs.contains_barrier(k);
     for (pc, inst) in k.insts.iter().enumerate() {
         let guard_varying = inst
             .guard
@@ -484,6 +486,54 @@ fn check_divergent_barriers(
         }
     }
     Ok(())
+}
+
+/// The graph of the lanes that barriers wait for: lanes that end (a guarded `exit`, or a guarded
+/// `ret` in the kernel's own body) are gone, so that edge to the exit is dropped; and paths on
+/// which lanes end before and away from every barrier do not count, so edges into such code are
+/// dropped too (a node left without successors goes to the exit).
+fn lanes_graph(k: &Kernel, intra: &Cfg, procs: &Procedures, with_barrier: &[bool]) -> Cfg {
+    let n = k.insts.len();
+    let mut lanes = Cfg {
+        succ: intra.succ.clone(),
+    };
+    let mut waits = Vec::new();
+    for (pc, inst) in k.insts.iter().enumerate() {
+        let waits_here = match inst.op {
+            Op::Barrier => true,
+            Op::Call { target } => with_barrier[procs.index_of(target as usize)],
+            _ => false,
+        };
+        if waits_here {
+            waits.push(pc);
+        }
+        let ends_lane = match inst.op {
+            Op::Exit => true,
+            Op::Ret => {
+                procs.body[0].contains(pc) && procs.body[1..].iter().all(|b| !b.contains(pc))
+            }
+            _ => false,
+        };
+        if ends_lane && inst.guard.is_some() {
+            lanes.succ[pc].retain(|&s| s != n);
+        }
+    }
+    let after = lanes.reach(&waits, None);
+    let gone: Vec<bool> = (0..=n)
+        .map(|v| {
+            v != n
+                && !after.contains(v)
+                && waits.iter().all(|&w| !lanes.reach(&[v], None).contains(w))
+        })
+        .collect();
+    for v in (0..=n).filter(|&v| !gone[v]) {
+        let had = !lanes.succ[v].is_empty();
+        lanes.succ[v].retain(|&s| !gone[s]);
+        if had && lanes.succ[v].is_empty() {
+            lanes.succ[v].push(n);
+        }
+    }
+    lanes
 }
 
 /// Registers that some path may read before any write (must-be-assigned analysis over the graph

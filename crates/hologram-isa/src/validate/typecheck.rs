@@ -202,6 +202,27 @@ pub(crate) fn check(r: &Resolver<'_>, op: &Op<u32>, loc: Location) -> VResult {
             }
             Ok(())
         }
+        Op::Bitcast { to, from, .. } => {
+            if *to == Type::Pred || *from == Type::Pred {
+                return unsupported(
+                    loc,
+                    format!("bitcast.{to}.{from}"),
+                    Type::Pred,
+                    "a predicate has no bits to reinterpret; use selp or setp",
+                );
+            }
+            if to.bits() != from.bits() {
+                return Err(ValidationError::new(
+                    loc,
+                    K::TypeMismatch(format!(
+                        "bitcast.{to}.{from} reinterprets bits between types of the same width, but {to} has {} bits and {from} {} (use cvt to convert values)",
+                        to.bits(),
+                        from.bits()
+                    )),
+                ));
+            }
+            Ok(())
+        }
         Op::Ld { ty, mem, .. } => check_mem(r, mem, *ty, false, false, loc),
         Op::St { ty, mem, .. } => check_mem(r, mem, *ty, true, false, loc),
         Op::Unary { op, ty, .. } => {

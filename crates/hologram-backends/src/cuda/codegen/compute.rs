@@ -13,6 +13,7 @@ pub(crate) fn statement(kernel: &Kernel, op: &Op<u32>) -> Option<Result<String, 
     Some(match op {
         Op::Mov { ty, dst, src } => assign(dst, Ok(o(src, *ty))),
         Op::Cvt { to, from, dst, src } => assign(dst, cvt(*to, *from, &o(src, *from))),
+        Op::Bitcast { to, from, dst, src } => assign(dst, bitcast(*to, *from, &o(src, *from))),
         Op::Unary { op, ty, dst, src } => assign(dst, unary(*op, *ty, &o(src, *ty))),
         Op::Binary { op, ty, dst, a, b } => assign(dst, binary(*op, *ty, &o(a, *ty), &o(b, *ty))),
         Op::Ternary {
@@ -42,6 +43,24 @@ pub(crate) fn statement(kernel: &Kernel, op: &Op<u32>) -> Option<Result<String, 
             assign(dst, Ok(format!("({c} ? {a} : {b})")))
         }
         _ => return None,
+    })
+}
+
+/// `bitcast.TO.FROM`: through the unsigned integer of the width. f16 and bf16 already live in
+/// `unsigned short`; f32 and f64 use the CUDA reinterpretation intrinsics.
+fn bitcast(to: Type, from: Type, a: &str) -> Result<String, String> {
+    if to == Type::Pred || from == Type::Pred || to.bits() != from.bits() {
+        return Err(format!("bitcast.{to}.{from}"));
+    }
+    let bits = match from {
+        Type::F32 => format!("__float_as_uint({a})"),
+        Type::F64 => format!("hg_dbits({a})"),
+        _ => format!("(hg_u{})({a})", from.bits()),
+    };
+    Ok(match to {
+        Type::F32 => format!("__uint_as_float({bits})"),
+        Type::F64 => format!("hg_dfrom({bits})"),
+        _ => format!("(({})({bits}))", ctype(to)),
     })
 }
 

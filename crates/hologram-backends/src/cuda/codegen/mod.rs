@@ -351,7 +351,8 @@ fn special_expr(s: Special) -> String {
             let a = axis(d);
             format!("blockIdx.{a} * blockDim.{a} + threadIdx.{a}")
         }
-        Special::GidLinear => "(blockIdx.x + blockIdx.y * gridDim.x + blockIdx.z * gridDim.x * gridDim.y) * hg_lanes + hg_lane".to_string(),
+        // x fastest over the whole launch: gid.x + gid.y * width + gid.z * width * height.
+        Special::GidLinear => "(blockIdx.x * blockDim.x + threadIdx.x) + (blockIdx.y * blockDim.y + threadIdx.y) * (gridDim.x * blockDim.x) + (blockIdx.z * blockDim.z + threadIdx.z) * (gridDim.x * blockDim.x * gridDim.y * blockDim.y)".to_string(),
     }
 }
 

@@ -75,6 +75,11 @@ impl Gen<'_> {
                 let e = self.convert(*to, *from, &v);
                 self.line(&format!("r{dst} = {e};"));
             }
+            Op::Bitcast { to, from, dst, src } => {
+                let v = o(self, src, *from);
+                let e = super::bitcast::bitcast(*to, *from, &v);
+                self.line(&format!("r{dst} = {e};"));
+            }
             Op::Unary { op, ty, dst, src } => {
                 let a = o(self, src, *ty);
                 let e = unary(*op, *ty, &a, self.opts.float64);
@@ -90,7 +95,13 @@ impl Gen<'_> {
                         shift(*op, *ty, &a, &format!("{amount}u"))
                     }
                     _ => {
-                        let b_expr = o(self, b, *ty);
+                        // naga rejects a constant zero divisor at pipeline creation, while the
+                        // ISA (like WGSL at run time) defines x / 0 = x and x rem 0 = 0: such a
+                        // divisor is formed at run time.
+                        let zero_divisor = matches!(op, BinaryOp::Div | BinaryOp::Rem)
+                            && ty.is_int()
+                            && matches!(b, Operand::Imm(imm) if Value::from_imm(*imm, *ty).to_bits() == 0);
+                        let b_expr = self.operand(b, *ty, opaque || zero_divisor);
                         if ty.is_float() && super::math::needs_ieee_guard(a_op, b) {
                             // Shield one operand so drivers' unsafe float folds (x - x = 0,
                             // x * 0 = 0, x + 0 = x) cannot apply.
@@ -134,7 +145,13 @@ impl Gen<'_> {
                 self.line(&format!("r{dst} = {e};"));
             }
             Op::Setp { cmp, ty, dst, a, b } => {
-                let (a, b) = (o(self, a, *ty), o(self, b, *ty));
+                // lavapipe (LLVM 15) gets `sext(x) > -1` and `sext(x) < 0` on i64 wrong when
+                // the bound is a constant: 64-bit literals are formed at run time.
+                let shield = ty.is_int() && ty.bits() == 64;
+                let (a, b) = (
+                    self.operand(a, *ty, opaque || shield),
+                    self.operand(b, *ty, opaque || shield),
+                );
                 let e = compare(*cmp, *ty, &a, &b);
                 self.line(&format!("r{dst} = {e};"));
             }
@@ -145,7 +162,14 @@ impl Gen<'_> {
                 b,
                 cond,
             } => {
-                let (a, b, c) = (o(self, a, *ty), o(self, b, *ty), o(self, cond, Type::Pred));
+                // Mesa turns `select(1.0, -0.0, p)` into a bool-to-float conversion that gives
+                // +0.0: float literals of a select are formed at run time.
+                let shield = ty.is_float();
+                let (a, b, c) = (
+                    self.operand(a, *ty, opaque || shield),
+                    self.operand(b, *ty, opaque || shield),
+                    o(self, cond, Type::Pred),
+                );
                 self.line(&format!("r{dst} = select({b}, {a}, {c});"));
             }
             Op::Ld { dst, mem, .. } => {

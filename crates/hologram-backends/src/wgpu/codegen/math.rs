@@ -61,6 +61,10 @@ pub(crate) fn float_binary(op: BinaryOp, ty: Type, a: &str, b: &str, float64: bo
         return super::wide::f64_binary(op, a, b);
     }
     let e = match op {
+        // Sums are shielded like products: Mesa's NIR folds `a + (b - a)` to `b` across
+        // instructions (wrong for infinities and NaN); an opaque result stops such folds.
+        BinaryOp::Add if ty == Type::F32 => opaque(ty, &format!("({a} + {b})")),
+        BinaryOp::Sub if ty == Type::F32 => opaque(ty, &format!("({a} - {b})")),
         BinaryOp::Add => format!("({a} + {b})"),
         BinaryOp::Sub => format!("({a} - {b})"),
         // f32 products are rounded on their own (drivers may fuse a product with a later add;
@@ -94,8 +98,12 @@ pub(crate) fn float_ternary(
     let e = match op {
         // The product goes through `hg_mul_rounded` so the driver cannot contract it into an
         // fma with the add.
-        TernaryOp::Mad if ty == Type::F64 => format!("(hg_mul_rounded64({a}, {b}) + {c})"),
-        TernaryOp::Mad if ty == Type::F32 => format!("(hg_mul_rounded({a}, {b}) + {c})"),
+        TernaryOp::Mad if ty == Type::F64 => {
+            opaque(ty, &format!("(hg_mul_rounded64({a}, {b}) + {c})"))
+        }
+        TernaryOp::Mad if ty == Type::F32 => {
+            opaque(ty, &format!("(hg_mul_rounded({a}, {b}) + {c})"))
+        }
         // f16/bf16: the product is rounded to the type (in integer code, which also keeps it
         // out of any contraction), then the sum.
         TernaryOp::Mad => format!("({} + {c})", normalize(ty, &format!("({a} * {b})"))),

@@ -31,6 +31,7 @@
 //! spent.
 
 pub mod arrays;
+mod bitcast;
 mod blocks;
 mod convert;
 mod fma;
@@ -230,7 +231,7 @@ fn check_support(kernel: &Kernel, opts: &CodegenOptions) -> Result<(), CodegenEr
     types.extend(kernel.scratch.iter().map(|a| a.elem));
     for inst in &kernel.insts {
         match &inst.op {
-            Op::Cvt { to, from, .. } => types.extend([*to, *from]),
+            Op::Cvt { to, from, .. } | Op::Bitcast { to, from, .. } => types.extend([*to, *from]),
             op => types.extend(op.dst_type()),
         }
     }
@@ -362,7 +363,6 @@ impl Gen<'_> {
     /// The compute entry point.
     fn main_function(&mut self) -> String {
         let [bx, by, bz] = self.opts.block;
-        let lanes = bx as u64 * by as u64 * bz as u64;
         let mut m = String::new();
         let _ = writeln!(m, "@compute @workgroup_size({bx}, {by}, {bz})");
         m.push_str("fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>) {\n");
@@ -385,7 +385,11 @@ impl Gen<'_> {
         m.push_str(
             "    hg_blk = hg_ctaid.x + hg_nctaid.x * (hg_ctaid.y + hg_nctaid.y * hg_ctaid.z);\n",
         );
-        let _ = writeln!(m, "    hg_gid = hg_blk * {}u + hg_lidx;", lanes as u32);
+        // x fastest over the whole launch: gid.x + gid.y * width + gid.z * width * height.
+        let _ = writeln!(
+            m,
+            "    hg_gid = (hg_ctaid.x * {bx}u + hg_lid.x) + (hg_ctaid.y * {by}u + hg_lid.y) * (hg_nctaid.x * {bx}u) + (hg_ctaid.z * {bz}u + hg_lid.z) * (hg_nctaid.x * {bx}u * hg_nctaid.y * {by}u);"
+        );
         for (i, p) in self.k.params.iter().enumerate() {
             if let ParamKind::Scalar(ty) = p.kind {
                 let w = param_word(i as u32);

@@ -2,7 +2,7 @@
 //! WGSL (and Vulkan's GLSL.std.450) has no f64 transcendentals, so only the exactly rounded f64
 //! operations are generated; kernels with f64 `exp`, `sin`, `pow`... are rejected as unsupported.
 
-use hologram_isa::{BinaryOp, UnaryOp};
+use hologram_isa::{BinaryOp, Type, UnaryOp};
 
 use super::prelude::Helper;
 
@@ -30,8 +30,9 @@ pub(crate) fn f64_unary(op: UnaryOp, a: &str) -> String {
 /// An f64 binary operation.
 pub(crate) fn f64_binary(op: BinaryOp, a: &str, b: &str) -> String {
     match op {
-        BinaryOp::Add => format!("({a} + {b})"),
-        BinaryOp::Sub => format!("({a} - {b})"),
+        // Shielded from cross-instruction folds (see `math::float_binary`).
+        BinaryOp::Add => super::math::opaque(Type::F64, &format!("({a} + {b})")),
+        BinaryOp::Sub => super::math::opaque(Type::F64, &format!("({a} - {b})")),
         // The product is rounded on its own: drivers may otherwise fuse it with a later add
         // (NVIDIA's Vulkan driver does), which the ISA's two roundings forbid.
         BinaryOp::Mul => format!("hg_mul_rounded64({a}, {b})"),

@@ -84,14 +84,14 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         }
     }
 
-    println!(
+    outln!(
         "hologram bench on {backend}: {} ({}), {} cases, {:.2} s budget per case",
         info.name,
         info.arch,
         cases.len(),
         (budget.warmup + budget.time).as_secs_f64()
-    );
-    println!("{}", output::header());
+    )?;
+    outln!("{}", output::header())?;
     let bar = output::progress(cases.len(), args.json.is_some());
     let mut rows = Vec::with_capacity(cases.len());
     for case in cases {
@@ -110,17 +110,17 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         };
         // Give the case's memory back, so large later cases find room.
         exec.empty_cache();
-        bar.suspend(|| println!("{}", output::line(&row)));
+        bar.suspend(|| outln!("{}", output::line(&row)))?;
         bar.inc(1);
         rows.push(row);
     }
     bar.finish_and_clear();
     for (case, why) in &skipped {
-        println!(
+        outln!(
             "{:<22} {:>11}  skipped: {why}",
             case.workload(),
             case.size()
-        );
+        )?;
     }
 
     if let Some(path) = &args.json {
@@ -141,7 +141,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
                 }),
             },
         )?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
     }
     let failed: Vec<String> = rows
         .iter()
