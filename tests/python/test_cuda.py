@@ -107,9 +107,11 @@ def test_compile_fuses_a_chain_on_cuda():
     a, b = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
     f(a, b)
     out = f(a, b)
-    (kind, stats), = hg_torch.plan_stats()
-    assert stats["launches"] == 1, "the chain runs as one kernel"
-    assert stats["captured"] and stats["replays"] == 1, "replayed as a CUDA graph"
+    counts = hg_torch.compile_stats()
+    assert counts["plans"] == 1 and counts["replays"] == 1
+    # (plan_stats also lists plans of earlier tests that are still alive.)
+    assert any(s["launches"] == 1 and s["captured"] and s["replays"] == 1 for _, s in hg_torch.plan_stats()), \
+        "the chain runs as one kernel, replayed as a CUDA graph"
     assert out.device.type == "cuda"
     assert torch.allclose(out, torch.relu(a + b) * b - a)
 
@@ -145,15 +147,25 @@ def test_mlp_training_on_cuda_matches_torch_nn():
 @pytest.mark.parametrize("name", ["mlp", "gpt", "resnet18", "mobilenet_v3_small", "lstm"])
 def test_models_train_on_cuda_with_zero_fallbacks(name):
     """The graph-compiler models on CUDA tensors (small sizes): one forward and one backward
-    plan, replayed as CUDA graphs, outputs and gradients as eager's (TF32 convolutions, as
-    PyTorch's cuDNN path uses by default, get a looser bound)."""
-    import copy
-
+    plan, replayed as CUDA graphs, outputs and gradients as eager's. TF32 is off on both sides
+    (with it, batch norm over 4 samples amplifies the two sides' different roundings past any
+    useful bound)."""
     pytest.importorskip("torchvision")
     from test_compile_models import case, close
 
     torch._dynamo.reset()
     hg_torch.reset_compile_stats()
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        _train_on_cuda(name, case, close)
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def _train_on_cuda(name, case, close):
+    import copy
+
     base, x, y, loss_fn, _ = case(name)
     base, x, y = base.cuda(), x.cuda(), y.cuda()
     eager, mine = copy.deepcopy(base).train(), copy.deepcopy(base).train()
@@ -164,7 +176,7 @@ def test_models_train_on_cuda_with_zero_fallbacks(name):
         mine.zero_grad()
         out = compiled(x)
         loss_fn(out, y).backward()
-    tol = 2e-2 if name in ("resnet18", "mobilenet_v3_small") else 1e-3
+    tol = 1e-3
     assert close(out.detach(), ref.detach(), tol)
     floor = 1e-6 * max(p.grad.abs().max().item() for p in eager.parameters())
     for (pname, p), q in zip(eager.named_parameters(), mine.parameters()):
@@ -172,4 +184,5 @@ def test_models_train_on_cuda_with_zero_fallbacks(name):
     stats = hg_torch.compile_stats()
     assert stats["fallback_nodes"] == 0 and stats["graphs"] == 2, stats
     assert stats["plans"] == 2 and stats["replays"] == 2, stats
-    assert all(s["captured"] for _, s in hg_torch.plan_stats())
+    # (plan_stats also lists live plans of earlier tests, CPU ones among them.)
+    assert sum(s["captured"] for _, s in hg_torch.plan_stats()) >= 2
