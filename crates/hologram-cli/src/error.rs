@@ -35,8 +35,8 @@ pub enum CliError {
     /// The launch failed; `outs` says what became of the `--out` files.
     #[error("the launch failed: {error}\n{outs}")]
     LaunchFailed {
-        /// Why the launch failed.
-        error: hologram_core::Error,
+        /// Why the launch failed (boxed: it is large and rare).
+        error: Box<hologram_core::Error>,
         /// Which `--out` files hold the buffers as the failed launch left them, or why they
         /// could not be written.
         outs: String,
