@@ -5,8 +5,9 @@
 //!
 //! `random_programs_agree_on_every_backend` runs `HOLOGRAM_DIFF_PROGRAMS` programs (default
 //! 1000) from seed `HOLOGRAM_DIFF_SEED` on (default: a new one each run, printed). It is slow, so
-//! ignored by default; scripts/test.sh runs it with `--release --ignored` (about a minute on two
-//! cores; unoptimized, naga's WGSL front end makes it several times slower). A program on which backends
+//! ignored by default; scripts/test.sh runs it with `--release --ignored` and `LP_NUM_THREADS=0`
+//! (under a minute on two cores; unoptimized, naga's WGSL front end makes it several times
+//! slower, and lavapipe's worker threads twenty times slower on a busy machine). A program on which backends
 //! differ is written to `target/differential-failures/` as a `.hasm`/`.json` pair: copy the pair
 //! to `tests/differential/` and `kept_programs_agree_on_every_backend` checks it on every run.
 //!
