@@ -36,7 +36,7 @@ pub enum CliError {
     #[error("the launch failed: {error}\n{outs}")]
     LaunchFailed {
         /// Why the launch failed.
-        error: hologram_core::Error,
+        error: Box<hologram_core::Error>,
         /// Which `--out` files hold the buffers as the failed launch left them, or why they
         /// could not be written.
         outs: String,

@@ -1,5 +1,5 @@
 //! Writing to stdout without panicking: `println!` panics when the reader has gone away
-//! (`hologram asm F | head`), so every command writes through [`write`], which reports a closed
+//! (`hologram asm F | head`), so every command writes through [`write()`], which reports a closed
 //! pipe as [`CliError::StdoutClosed`]; `main` ends quietly on it, as Unix tools do.
 
 use std::io::Write;

@@ -69,7 +69,7 @@ pub(crate) struct BlockState {
 pub(crate) fn gid_is_block_major(grid: [u32; 3], block: [u32; 3]) -> bool {
     let [gx, gy, _] = grid;
     let [_, by, bz] = block;
-    (by == 1 && bz == 1) || (gx == 1 && bz == 1) || (gx == 1 && gy == 1)
+    (bz == 1 && (by == 1 || gx == 1)) || (gx == 1 && gy == 1)
 }
 
 fn fill_slot(file: &mut [u64], lanes: usize, slot: Slot, size: usize, bits: u64) {

@@ -200,7 +200,10 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
             ),
             Err(e) => format!("the --out files could not be written: {e}"),
         };
-        return Err(CliError::LaunchFailed { error, outs });
+        return Err(CliError::LaunchFailed {
+            error: Box::new(error),
+            outs,
+        });
     }
     written?;
     let mut sorted = times.clone();

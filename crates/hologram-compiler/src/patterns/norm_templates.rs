@@ -1,5 +1,5 @@
 //! Fused layer-norm row kernels over the last, contiguous axis of a `[rows, cols]` view, built
-//! with the row-kernel machinery of [`super::row_gen`]: the forward kernel writes the normalized
+//! with the row-kernel machinery of `row_gen`: the forward kernel writes the normalized
 //! rows and each row's mean and reciprocal standard deviation in one launch; the backward kernel
 //! writes the input's gradient in one launch (the weight's and bias's gradients are column sums
 //! the caller takes). f16 and bf16 compute in f32, f64 in f64.
