@@ -1,7 +1,7 @@
 //! Random valid kernels for differential testing: every backend runs the same program on the
 //! same inputs, and every buffer must come out the same.
 //!
-//! A program ([`program`]) mixes integer and float arithmetic, conversions, bitcasts, selects,
+//! A program mixes integer and float arithmetic, conversions, bitcasts, selects,
 //! guarded instructions, loads (at `%gid` and gathered), stores, forward branches, counted and
 //! data-dependent loops, early exits, subroutine calls, scratch arrays, `.shared` exchanges
 //! around a barrier and atomics, launched on a random 1-, 2- or 3-D shape; about a third are
