@@ -5,8 +5,9 @@
 //!
 //! `random_programs_agree_on_every_backend` runs `HOLOGRAM_DIFF_PROGRAMS` programs (default
 //! 1000) from seed `HOLOGRAM_DIFF_SEED` on (default: a new one each run, printed). It is slow, so
-//! ignored by default; scripts/test.sh runs it with `--release --ignored` (about a minute on two
-//! cores; unoptimized, naga's WGSL front end makes it several times slower). A program on which backends
+//! ignored by default; scripts/test.sh runs it with `--release --ignored` and `LP_NUM_THREADS=0`
+//! (under a minute on two cores; unoptimized, naga's WGSL front end makes it several times
+//! slower, and lavapipe's worker threads twenty times slower on a busy machine). A program on which backends
 //! differ is written to `target/differential-failures/` as a `.hasm`/`.json` pair: copy the pair
 //! to `tests/differential/` and `kept_programs_agree_on_every_backend` checks it on every run.
 //!
@@ -215,19 +216,48 @@ fn random_programs_agree_on_every_backend() {
     let mut spent = vec![Duration::ZERO; lineup.names().len()];
     // The slowest program on each backend, to see where the time goes.
     let mut slowest = vec![(Duration::ZERO, 0u64); spent.len()];
-    for (i, (r, case)) in randoms.iter().zip(&cases).enumerate() {
-        if i > 0 && i % 100 == 0 {
+    // Programs run on several threads (lavapipe compiles each pipeline on one), a chunk at a
+    // time; each chunk gets a fresh wgpu device.
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    let pairs: Vec<(&RandomCase, &Case)> = randoms.iter().zip(&cases).collect();
+    for (c, chunk) in pairs.chunks(100).enumerate() {
+        if c > 0 {
             lineup.refresh_wgpu();
         }
-        let before = spent.clone();
-        let problems = lineup.check(case, &mut spent);
-        for (i, s) in slowest.iter_mut().enumerate() {
-            let t = spent[i] - before[i];
-            if t > s.0 {
-                *s = (t, r.seed);
+        let lineup = &lineup;
+        let results: Vec<(u64, Vec<Duration>, Vec<String>)> = std::thread::scope(|s| {
+            let workers: Vec<_> = chunk
+                .chunks(chunk.len().div_ceil(threads))
+                .map(|part| {
+                    s.spawn(move || {
+                        part.iter()
+                            .map(|(r, case)| {
+                                let mut t = vec![Duration::ZERO; lineup.names().len()];
+                                let problems = lineup.check(case, &mut t);
+                                (r.seed, t, problems)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("a checking thread panicked"))
+                .collect()
+        });
+        for (seed, t, problems) in results {
+            for (i, s) in slowest.iter_mut().enumerate() {
+                spent[i] += t[i];
+                if t[i] > s.0 {
+                    *s = (t[i], seed);
+                }
             }
-        }
-        if !problems.is_empty() {
+            if problems.is_empty() {
+                continue;
+            }
+            let Some(r) = randoms.iter().find(|r| r.seed == seed) else {
+                continue;
+            };
             let dir = failures_dir();
             let _ = std::fs::create_dir_all(&dir);
             let stem = dir.join(r.name());
@@ -251,7 +281,7 @@ fn random_programs_agree_on_every_backend() {
     }
     let stats = lineup.native.stats();
     println!(
-        "done in {:.1?}: {} programs, {} run as native loops on the CPU, {} differ",
+        "done in {:.1?} ({threads} threads; times below are summed over them): {} programs, {} run as native loops on the CPU, {} differ",
         started.elapsed(),
         count,
         stats.library_launches,
