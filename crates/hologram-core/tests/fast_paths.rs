@@ -5,8 +5,13 @@
 
 use hologram_core::{DType, Executor, Tensor};
 
+/// The counters belong to the executor, which the tests share (`Executor::cpu()` is one per
+/// process): each measurement runs alone.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `op` and returns (library launches, generic launches) it caused.
 fn paths(exec: &Executor, op: impl FnOnce() -> Tensor) -> (u64, u64) {
+    let _alone = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
     let before = exec.stats().backend;
     let out = op();
     out.to_bytes().expect("result");

@@ -241,12 +241,15 @@ impl NativeMap {
             // Too many buffers to compare cheaply: the interpreter runs it.
             return false;
         }
-        // Outputs are written at 0..n; a gathered input may be read anywhere in its buffer.
+        // Outputs are written at 0..n; an input may be read anywhere in its buffer, and only
+        // there (every read is bounds-checked against the buffer's length). Counting `n`
+        // elements of a shorter input (a broadcast column) would reach into whatever the
+        // allocator placed after it, and send the launch to the interpreter by chance.
         let range = |p: u32, elems: usize| {
             let start = globals[p as usize].base as usize;
             (start, start + elems * sizes[p as usize])
         };
-        let whole = |p: u32| range(p, (globals[p as usize].len as usize).max(n));
+        let whole = |p: u32| range(p, globals[p as usize].len as usize);
         let overlaps = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
         self.pattern.outputs.iter().all(|&o| {
             self.pattern
