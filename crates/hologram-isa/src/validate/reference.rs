@@ -10,58 +10,8 @@ use crate::kernel::{Kernel, KernelFacts};
 use crate::operand::Operand;
 use crate::validate::error::{Location, ValidationError, ValidationErrorKind as K};
 
-/// A fixed-size set of small integers.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub(crate) struct BitSet {
-    words: Vec<u64>,
-}
-
-impl BitSet {
-    pub fn new(n: usize) -> Self {
-        BitSet {
-            words: vec![0; n.div_ceil(64)],
-        }
-    }
-
-    pub fn full(n: usize) -> Self {
-        let mut s = BitSet {
-            words: vec![u64::MAX; n.div_ceil(64)],
-        };
-        if n % 64 != 0 {
-            if let Some(last) = s.words.last_mut() {
-                *last = (1u64 << (n % 64)) - 1;
-            }
-        }
-        s
-    }
-
-    pub fn insert(&mut self, i: usize) -> bool {
-        let (w, b) = (i / 64, 1u64 << (i % 64));
-        let was = self.words[w] & b != 0;
-        self.words[w] |= b;
-        !was
-    }
-
-    pub fn contains(&self, i: usize) -> bool {
-        self.words
-            .get(i / 64)
-            .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
-    }
-
-    pub fn intersect_with(&mut self, other: &BitSet) {
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            *a &= b;
-        }
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(w, &bits)| {
-            (0..64)
-                .filter(move |b| bits & (1u64 << b) != 0)
-                .map(move |b| w * 64 + b)
-        })
-    }
-}
+// The bit set of the linear analyses (plain enough to share with the reference).
+use crate::flow::BitSet;
 
 /// A control-flow graph over instruction indices; node `n` (= number of instructions) is the
 /// exit.
