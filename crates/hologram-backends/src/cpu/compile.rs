@@ -435,8 +435,9 @@ fn gid_copies(kernel: &Kernel) -> Vec<bool> {
         .collect()
 }
 
-/// Lowers a validated kernel.
+/// Lowers a validated kernel (checked again for what the interpreter trusts: see `trust.rs`).
 pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
+    super::trust::check(kernel)?;
     let mut l = Lowering {
         kernel,
         gid_copies: gid_copies(kernel),

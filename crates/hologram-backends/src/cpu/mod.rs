@@ -16,6 +16,7 @@ mod memory;
 mod native;
 mod native_reduce;
 mod native_rows;
+mod trust;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
