@@ -65,7 +65,12 @@ class Executor:
 
     def run(self, program, grid, block=256, args=None, bounds_checks: bool = True) -> None:
         """Runs an Atlas ISA program (:func:`hologram.asm`) with ``args`` mapping every
-        parameter name to a Buffer/Tensor or a number."""
+        parameter name to a Buffer/Tensor or a number.
+
+        ``bounds_checks=False`` skips the checks of buffer accesses on GPUs. Pass it only for
+        programs known to index inside their buffers for these arguments: an out-of-bounds
+        access is then undefined behaviour on CUDA (it may read or corrupt other memory of the
+        process, as with ctypes)."""
         from .program import Program
 
         if isinstance(program, str):

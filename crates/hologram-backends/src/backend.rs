@@ -169,15 +169,18 @@ pub enum KernelArg {
 }
 
 /// Launch geometry and options.
+///
+/// Bounds checks are on unless turned off with the `unsafe`
+/// [`LaunchConfig::without_bounds_checks`], so a safe [`Backend::launch`] never reaches memory
+/// outside its buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchConfig {
     /// Blocks in x, y, z.
     pub grid: [u32; 3],
     /// Lanes per block in x, y, z.
     pub block: [u32; 3],
-    /// Check every global access against the bound buffer's length (the default). Turning it
-    /// off makes out-of-bounds accesses undefined behaviour on GPUs; the CPU always checks.
-    pub bounds_checks: bool,
+    /// Private: only `without_bounds_checks` (unsafe) turns the checks off.
+    bounds_checks: bool,
     /// How long the launch may run before it is stopped with
     /// [`BackendError::LaunchTimeout`](crate::BackendError::LaunchTimeout): `None` takes the
     /// process default ([`launch::default_timeout`](crate::launch::default_timeout): 60 s, or
@@ -187,14 +190,47 @@ pub struct LaunchConfig {
 }
 
 impl LaunchConfig {
-    /// A 1-D launch of `grid` blocks of `block` lanes, bounds-checked.
-    pub fn linear(grid: u32, block: u32) -> Self {
+    /// A launch of `grid` blocks of `block` lanes (x, y, z), bounds-checked, with the default
+    /// timeout.
+    pub fn new(grid: [u32; 3], block: [u32; 3]) -> Self {
         LaunchConfig {
-            grid: [grid, 1, 1],
-            block: [block, 1, 1],
+            grid,
+            block,
             bounds_checks: true,
             timeout: None,
         }
+    }
+
+    /// A 1-D launch of `grid` blocks of `block` lanes, bounds-checked.
+    pub fn linear(grid: u32, block: u32) -> Self {
+        Self::new([grid, 1, 1], [block, 1, 1])
+    }
+
+    /// True when every global access is checked against its buffer (the default).
+    pub fn bounds_checks(&self) -> bool {
+        self.bounds_checks
+    }
+
+    /// The same launch without bounds checks on global accesses, for kernels known to stay in
+    /// bounds (the checks cost a compare and a branch per access on GPUs). The CPU backend
+    /// checks anyway; wgpu keeps WebGPU's robust buffer access (an out-of-bounds access reads or
+    /// writes some element of the same buffer); CUDA runs the kernel with no check at all.
+    ///
+    /// # Safety
+    /// Every launch made with the returned configuration (or a copy of it) must run a kernel
+    /// whose every `ld`, `st` and `atom` on a buffer parameter uses an index inside that
+    /// argument's range (`0 <= index < len / element size`) for the arguments it is launched
+    /// with. An out-of-bounds access is then undefined behaviour: on CUDA it reads or writes
+    /// whatever device memory is there, including other allocations of the process.
+    pub unsafe fn without_bounds_checks(mut self) -> Self {
+        self.bounds_checks = false;
+        self
+    }
+
+    /// The same launch with bounds checks (always safe).
+    pub fn with_bounds_checks(mut self) -> Self {
+        self.bounds_checks = true;
+        self
     }
 
     /// The same launch with its own timeout (`Duration::ZERO`: none).

@@ -146,12 +146,8 @@ pub(crate) fn execute(case: &Case, backend: &dyn Backend) -> Result<Run, Outcome
             }
         }
     }
-    let config = LaunchConfig {
-        grid: dims(spec, "grid"),
-        block: dims(spec, "block"),
-        bounds_checks: true,
-        timeout: data::timeout(spec).map_err(failed)?,
-    };
+    let mut config = LaunchConfig::new(dims(spec, "grid"), dims(spec, "block"));
+    config.timeout = data::timeout(spec).map_err(failed)?;
     let launch = backend
         .launch(&compiled, &config, &args)
         .and_then(|_| backend.synchronize());

@@ -151,12 +151,8 @@ fn run_case(case: &Case, backend: &dyn Backend) -> Result<Outcome, String> {
         Err(BackendError::Unsupported { feature, .. }) => return Ok(Outcome::Unsupported(feature)),
         Err(e) => return Err(format!("compile: {e}")),
     };
-    let config = LaunchConfig {
-        grid: dims(spec, "grid")?,
-        block: dims(spec, "block")?,
-        bounds_checks: true,
-        timeout: crate::data::timeout(spec)?,
-    };
+    let mut config = LaunchConfig::new(dims(spec, "grid")?, dims(spec, "block")?);
+    config.timeout = crate::data::timeout(spec)?;
     let args_spec = spec.get("args").ok_or("spec has no args")?;
     let mut args = Vec::new();
     let mut buffers: HashMap<String, Bound> = HashMap::new();

@@ -168,6 +168,8 @@ impl PyExecutor {
 
     /// Runs a program: `grid` and `block` are 1-3 ints; `args` maps every parameter name to a
     /// Tensor/Buffer (buffer parameters, which must be contiguous) or a number (scalars).
+    /// `bounds_checks=False` is a promise that the program stays inside its buffers (see
+    /// `hologram.Executor.run`).
     #[pyo3(signature = (program, grid, block, args, bounds_checks = true))]
     fn run(
         &self,

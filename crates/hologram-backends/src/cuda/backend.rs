@@ -438,7 +438,7 @@ impl Backend for CudaBackend {
             None
         };
         let mut opts = CodegenOptions {
-            bounds_checks: config.bounds_checks,
+            bounds_checks: config.bounds_checks(),
             launch_bounds: None,
             vector_map: map_shape.is_some(),
         };

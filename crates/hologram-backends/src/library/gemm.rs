@@ -317,12 +317,7 @@ pub fn generic_gemm<B: Backend + ?Sized>(
             reason: format!("batch {} exceeds u32", desc.batch),
         })?,
     ];
-    let config = LaunchConfig {
-        grid,
-        block: [TILE, TILE, 1],
-        bounds_checks: true,
-        timeout: None,
-    };
+    let config = LaunchConfig::new(grid, [TILE, TILE, 1]);
     backend.launch(&compiled, &config, &args)
 }
 

@@ -487,7 +487,7 @@ fn decode_error(kernel: &Kernel, generated: &Generated, lens: &[u64], err: &[u32
 pub(crate) fn options(gpu: &Gpu, config: &LaunchConfig) -> CodegenOptions {
     CodegenOptions {
         block: config.block,
-        bounds_checks: config.bounds_checks,
+        bounds_checks: config.bounds_checks(),
         int64: gpu.features.contains(::wgpu::Features::SHADER_INT64),
         float64: gpu.features.contains(::wgpu::Features::SHADER_F64),
         int64_atomics: gpu
