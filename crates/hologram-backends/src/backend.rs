@@ -340,6 +340,12 @@ pub trait Backend: Send + Sync {
     /// Waits for all submitted work.
     fn synchronize(&self) -> Result<()>;
 
+    /// Which of its kind's devices this backend runs on (the CUDA device ordinal, as DLPack's
+    /// `device_id` spells it); 0 for backends with a single device.
+    fn device_ordinal(&self) -> u32 {
+        0
+    }
+
     /// The stream this backend queues work on, as DLPack spells CUDA streams (an integer
     /// handle); `None` for backends whose work is not on a CUDA stream.
     fn dlpack_stream(&self) -> Option<u64> {
@@ -388,8 +394,25 @@ pub trait Backend: Send + Sync {
 
     /// Wraps memory allocated by someone else (zero-copy interop, e.g. DLPack): `address` is a
     /// host pointer on the CPU backend and a device pointer on CUDA; `owner` is kept alive as
-    /// long as the memory is used. The default says the backend cannot import memory.
-    fn import_memory(&self, address: u64, bytes: usize, owner: MemoryOwner) -> Result<Memory> {
+    /// long as the returned memory is. The default says the backend cannot import memory.
+    ///
+    /// # Safety
+    /// - `address..address + bytes` must be memory of this backend's device (host memory for the
+    ///   CPU, memory of this backend's CUDA context for CUDA), allocated, readable and writable
+    ///   for as long as `owner` lives. Dropping `owner` may free it.
+    /// - While the returned memory is in use (a copy or a launch that names it, until it
+    ///   returns or, on asynchronous backends, until the work completes), code outside this
+    ///   backend must not write those bytes, nor read them while a launch may write them: the
+    ///   backend's accesses are not synchronized with anyone else's.
+    ///
+    /// Null addresses are rejected; the CPU backend also checks alignment at each launch, so a
+    /// misaligned buffer is an error, not undefined behaviour.
+    unsafe fn import_memory(
+        &self,
+        address: u64,
+        bytes: usize,
+        owner: MemoryOwner,
+    ) -> Result<Memory> {
         let _ = (address, bytes, owner);
         Err(crate::error::BackendError::Unsupported {
             kernel: "import".into(),

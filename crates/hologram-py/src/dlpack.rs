@@ -88,7 +88,7 @@ fn from_dl_dtype(t: DLDataType) -> Option<DType> {
 /// The DLPack device of a tensor's memory.
 pub fn device_of(t: &Tensor) -> (i32, i32) {
     match t.executor().backend_type() {
-        hologram_core::BackendType::Cuda => (CUDA, 0),
+        hologram_core::BackendType::Cuda => (CUDA, t.executor().backend().device_ordinal() as i32),
         _ => (CPU, 0),
     }
 }
@@ -265,23 +265,51 @@ pub fn import(
         offset: 0,
     };
     let bytes = layout.span() * dtype.size();
-    let address = dl.data as u64 + dl.byte_offset;
+    let address = (dl.data as u64)
+        .checked_add(dl.byte_offset)
+        .ok_or_else(|| {
+            ValidationError::new_err("DLPack data pointer plus byte_offset overflows")
+        })?;
     let exec = match dl.device.device_type {
         CPU | CUDA_HOST => cpu,
-        CUDA => cuda.ok_or_else(|| {
-            ValidationError::new_err(
-                "a CUDA tensor needs a CUDA executor: from_dlpack(x, executor=Executor('cuda'))",
-            )
-        })?,
+        CUDA => {
+            let exec = cuda.ok_or_else(|| {
+                ValidationError::new_err(
+                    "a CUDA tensor needs a CUDA executor: from_dlpack(x, executor=Executor('cuda'))",
+                )
+            })?;
+            let ours = exec.backend().device_ordinal();
+            if dl.device.device_id < 0 || dl.device.device_id as u32 != ours {
+                return Err(ValidationError::new_err(format!(
+                    "the tensor is on CUDA device {}, the executor on device {ours}; move it \
+                     with .to('cuda:{ours}') first (or set HOLOGRAM_CUDA_DEVICE)",
+                    dl.device.device_id
+                )));
+            }
+            exec
+        }
         other => {
             return Err(ValidationError::new_err(format!(
                 "DLPack device type {other} is not supported"
             )))
         }
     };
-    let memory = exec
-        .backend()
-        .import_memory(address, bytes.max(dtype.size()), Box::new(owner))
-        .map_err(|e| crate::errors::to_py(e.into()))?;
+    if bytes == 0 {
+        // No element to share: a fresh allocation, so that nothing claims memory the producer
+        // may not have (an empty tensor's data pointer need not point at anything).
+        drop(owner);
+        return Tensor::from_bytes(exec, &[], &shape, dtype).py();
+    }
+    // SAFETY: a consumed "dltensor" capsule gives us the producer's memory: `bytes` (the span
+    // of the tensor's shape and strides) at `address` are allocated on the device the capsule
+    // names, which was matched to `exec` above, and stay so until `owner` calls the deleter.
+    // Unversioned DLPack has no read-only flag, so producers only export writable memory
+    // (NumPy refuses read-only arrays). Concurrent writes by the producer while hologram uses
+    // the tensor are the caller's to avoid, as with any DLPack consumer (PyTorch, NumPy).
+    let memory = unsafe {
+        exec.backend()
+            .import_memory(address, bytes, Box::new(owner))
+    }
+    .map_err(|e| crate::errors::to_py(e.into()))?;
     Tensor::from_external(exec, memory, dtype, layout).py()
 }

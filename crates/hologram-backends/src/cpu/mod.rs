@@ -347,13 +347,14 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn import_memory(
+    unsafe fn import_memory(
         &self,
         address: u64,
         bytes: usize,
         owner: crate::backend::MemoryOwner,
     ) -> Result<Memory> {
-        // SAFETY: the caller (DLPack import) passes memory its owner keeps valid and writable.
+        // SAFETY: `CpuMemory::import` asks what this function's own contract asks of the
+        // caller: host memory that stays valid and writable while `owner` lives.
         Ok(Arc::new(unsafe {
             CpuMemory::import(address, bytes, owner)?
         }))

@@ -511,6 +511,10 @@ impl Backend for CudaBackend {
             .map(|r| Box::new(r) as Box<dyn crate::backend::Replay>))
     }
 
+    fn device_ordinal(&self) -> u32 {
+        self.dev.ctx.ordinal() as u32
+    }
+
     fn dlpack_stream(&self) -> Option<u64> {
         Some(self.dev.stream as u64)
     }
@@ -529,16 +533,22 @@ impl Backend for CudaBackend {
         self.take_error()
     }
 
-    fn import_memory(&self, address: u64, bytes: usize, owner: MemoryOwner) -> Result<Memory> {
+    unsafe fn import_memory(
+        &self,
+        address: u64,
+        bytes: usize,
+        owner: MemoryOwner,
+    ) -> Result<Memory> {
         if address == 0 {
             return Err(BackendError::InvalidArgument {
                 kernel: "import".into(),
                 reason: "a null device pointer".into(),
             });
         }
-        Ok(Arc::new(CudaMemory::import(
-            &self.dev, address, bytes, owner,
-        )))
+        // SAFETY: this function's contract is `CudaMemory::import`'s.
+        Ok(Arc::new(unsafe {
+            CudaMemory::import(&self.dev, address, bytes, owner)
+        }))
     }
 
     fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {

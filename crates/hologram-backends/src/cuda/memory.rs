@@ -53,7 +53,11 @@ impl CudaMemory {
 
     /// Wraps `bytes` of device memory at `address` owned elsewhere; `owner` lives as long as
     /// this value.
-    pub(crate) fn import(
+    ///
+    /// # Safety
+    /// As for [`Backend::import_memory`](crate::Backend::import_memory): `address..address +
+    /// bytes` is memory of `dev`'s context, valid while `owner` lives.
+    pub(crate) unsafe fn import(
         dev: &Device,
         address: u64,
         bytes: usize,
