@@ -14,7 +14,7 @@ use hologram_isa::Special;
 
 use super::compile::{ConstSource, CpuKernel, Slot, XOp};
 use super::deadline::Deadline;
-use super::memops::ArrayView;
+use super::memops::{copy_lanes, ArrayView};
 use crate::error::{BackendError, Result};
 
 /// What every block of one launch shares.
@@ -136,6 +136,8 @@ impl BlockState {
                 len: a.len as u64,
                 per_lane: false,
                 lanes,
+                // A block's `.shared` memory belongs to the worker running it.
+                racy: false,
             });
             off += a.bytes().div_ceil(8);
         }
@@ -148,6 +150,7 @@ impl BlockState {
                 len: a.len as u64,
                 per_lane: true,
                 lanes,
+                racy: false,
             });
             off += (a.bytes() * lanes).div_ceil(8);
         }
@@ -461,15 +464,21 @@ impl BlockState {
                     size,
                 } => {
                     let view = self.views[*array as usize];
-                    if *contiguous && ctx.gid_block_major && mask.is_none() {
-                        // SAFETY: the index slot holds u32 lanes; the range is checked first.
+                    if *contiguous && ctx.gid_block_major && mask.is_none() && !view.per_lane {
+                        // SAFETY: the index slot holds u32 lanes.
                         let first = unsafe { *(sp(*index) as *const u32) } as u64;
                         if first + lanes as u64 <= view.len {
+                            // SAFETY: elements first..first + lanes are inside the array
+                            // (checked just above), of `size` bytes (compile checked the
+                            // instruction's type against the array's); the slot holds `lanes`.
                             unsafe {
-                                std::ptr::copy_nonoverlapping(
+                                copy_lanes(
                                     view.base.add(first as usize * size),
                                     sp(*d),
-                                    lanes * size,
+                                    lanes,
+                                    *size,
+                                    view.racy,
+                                    false,
                                 )
                             };
                             self.groups[gi].pc += 1;
@@ -493,15 +502,19 @@ impl BlockState {
                     size,
                 } => {
                     let view = self.views[*array as usize];
-                    if *contiguous && ctx.gid_block_major && mask.is_none() {
-                        // SAFETY: as for loads.
+                    if *contiguous && ctx.gid_block_major && mask.is_none() && !view.per_lane {
+                        // SAFETY: the index slot holds u32 lanes.
                         let first = unsafe { *(sp(*index) as *const u32) } as u64;
                         if first + lanes as u64 <= view.len {
+                            // SAFETY: as for loads.
                             unsafe {
-                                std::ptr::copy_nonoverlapping(
-                                    sp(*src),
+                                copy_lanes(
                                     view.base.add(first as usize * size),
-                                    lanes * size,
+                                    sp(*src),
+                                    lanes,
+                                    *size,
+                                    view.racy,
+                                    true,
                                 )
                             };
                             self.groups[gi].pc += 1;

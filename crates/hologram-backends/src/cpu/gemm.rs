@@ -8,14 +8,43 @@ use crate::backend::BufferArg;
 use crate::error::{BackendError, Result};
 use crate::library::GemmDesc;
 
-fn host(arg: &BufferArg) -> Result<*mut u8> {
+/// The host address of an operand's range, which must be aligned to its `size`-byte elements.
+fn host(arg: &BufferArg, size: usize) -> Result<*mut u8> {
     let m = arg
         .memory
         .as_any()
         .downcast_ref::<CpuMemory>()
         .ok_or_else(|| BackendError::ForeignBuffer("not host memory".into()))?;
     // SAFETY: `GemmDesc::check` verified the range lies inside the allocation.
-    Ok(unsafe { m.as_ptr().add(arg.offset) })
+    let p = unsafe { m.as_ptr().add(arg.offset) };
+    if (p as usize) % size != 0 {
+        return Err(BackendError::InvalidArgument {
+            kernel: "gemm".into(),
+            reason: format!(
+                "an operand starts at address {p:p}, not a multiple of its {size}-byte elements (imported memory must be aligned to its element size)"
+            ),
+        });
+    }
+    Ok(p)
+}
+
+/// The bytes of `arg`'s range, copied when they overlap `c`'s (the GEMM crate's threads read A
+/// and B while they write C, and they must not meet); `None` when they do not overlap.
+fn copy_if_overlapping(
+    p: *const u8,
+    arg: &BufferArg,
+    c: *const u8,
+    c_len: usize,
+) -> Option<Vec<u64>> {
+    let (start, c_start) = (p as usize, c as usize);
+    if !(start < c_start + c_len && c_start < start + arg.len) {
+        return None;
+    }
+    let mut copy = vec![0u64; arg.len.div_ceil(8)];
+    // SAFETY: `p` addresses `arg.len` bytes (checked by `GemmDesc::check`), read under the
+    // device lock; the copy is a fresh allocation of at least as many bytes.
+    unsafe { std::ptr::copy_nonoverlapping(p, copy.as_mut_ptr() as *mut u8, arg.len) };
+    Some(copy)
 }
 
 /// Row and column strides of an operand as stored (`trans`: the matrix is stored transposed).
@@ -28,7 +57,8 @@ fn strides(trans: bool, ld: usize) -> (isize, isize) {
 }
 
 /// # Safety
-/// The pointers must address matrices of the sizes `d` describes (checked by the caller).
+/// The pointers must address aligned matrices of the sizes `d` describes (checked by the
+/// caller), C must not overlap A or B, and nothing else may access them meanwhile.
 unsafe fn run<T: 'static + Copy>(
     d: &GemmDesc,
     a: *const T,
@@ -36,37 +66,41 @@ unsafe fn run<T: 'static + Copy>(
     c: *mut T,
     alpha: T,
     beta: T,
+    parallel: bool,
 ) {
     let (a_rs, a_cs) = strides(d.trans_a, d.lda);
     let (b_rs, b_cs) = strides(d.trans_b, d.ldb);
-    let par = if d.m * d.n * d.k >= 64 * 64 * 64 {
+    let par = if parallel && d.m * d.n * d.k >= 64 * 64 * 64 {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
     };
     for i in 0..d.batch {
-        gemm::gemm(
-            d.m,
-            d.n,
-            d.k,
-            c.add(i * d.stride_c),
-            1,
-            d.ldc as isize,
-            d.beta != 0.0,
-            a.add(i * d.stride_a),
-            a_cs,
-            a_rs,
-            b.add(i * d.stride_b),
-            b_cs,
-            b_rs,
-            // The crate computes dst = alpha·dst + beta·lhs·rhs.
-            beta,
-            alpha,
-            false,
-            false,
-            false,
-            par,
-        );
+        // SAFETY: matrix `i` of each operand lies inside its buffer (the caller's contract).
+        unsafe {
+            gemm::gemm(
+                d.m,
+                d.n,
+                d.k,
+                c.add(i * d.stride_c),
+                1,
+                d.ldc as isize,
+                d.beta != 0.0,
+                a.add(i * d.stride_a),
+                a_cs,
+                a_rs,
+                b.add(i * d.stride_b),
+                b_cs,
+                b_rs,
+                // The crate computes dst = alpha·dst + beta·lhs·rhs.
+                beta,
+                alpha,
+                false,
+                false,
+                false,
+                par,
+            )
+        };
     }
 }
 
@@ -76,13 +110,29 @@ pub(crate) fn gemm(d: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) ->
     if d.m == 0 || d.n == 0 || d.batch == 0 {
         return Ok(());
     }
-    let (pa, pb, pc) = (host(a)?, host(b)?, host(c)?);
-    // SAFETY: `check` verified every matrix of the batch lies inside its buffer; the element
-    // type matches `d.ty`.
+    let size = d.ty.size_bytes();
+    let (pa, pb, pc) = (host(a, size)?, host(b, size)?, host(c, size)?);
+    let device = super::device_lock::lock();
+    let a_copy = copy_if_overlapping(pa, a, pc, c.len);
+    let b_copy = copy_if_overlapping(pb, b, pc, c.len);
+    let pa = a_copy.as_ref().map_or(pa, |v| v.as_ptr() as *mut u8);
+    let pb = b_copy.as_ref().map_or(pb, |v| v.as_ptr() as *mut u8);
+    let par = device.parallel;
+    // SAFETY: `check` verified every matrix of the batch lies inside its buffer and `host` that
+    // each is aligned (the copies are 8-byte aligned); the element type is `d.ty`; A and B no
+    // longer overlap C; the device lock keeps every other copy and launch away.
     unsafe {
         match d.ty {
-            Type::F32 => run::<f32>(d, pa as _, pb as _, pc as _, d.alpha as f32, d.beta as f32),
-            Type::F64 => run::<f64>(d, pa as _, pb as _, pc as _, d.alpha, d.beta),
+            Type::F32 => run::<f32>(
+                d,
+                pa as _,
+                pb as _,
+                pc as _,
+                d.alpha as f32,
+                d.beta as f32,
+                par,
+            ),
+            Type::F64 => run::<f64>(d, pa as _, pb as _, pc as _, d.alpha, d.beta, par),
             Type::F16 => run::<f16>(
                 d,
                 pa as _,
@@ -90,8 +140,9 @@ pub(crate) fn gemm(d: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) ->
                 pc as _,
                 f16::from_f64(d.alpha),
                 f16::from_f64(d.beta),
+                par,
             ),
-            Type::BF16 => bf16_via_f32(d, pa as _, pb as _, pc as _),
+            Type::BF16 => bf16_via_f32(d, pa as _, pb as _, pc as _, par),
             other => {
                 return Err(BackendError::InvalidArgument {
                     kernel: "gemm".into(),
@@ -107,45 +158,54 @@ pub(crate) fn gemm(d: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) ->
 ///
 /// # Safety
 /// As for [`run`].
-unsafe fn bf16_via_f32(d: &GemmDesc, a: *const bf16, b: *const bf16, c: *mut bf16) {
+unsafe fn bf16_via_f32(d: &GemmDesc, a: *const bf16, b: *const bf16, c: *mut bf16, par: bool) {
     let (rows_a, cols_a) = if d.trans_a { (d.k, d.m) } else { (d.m, d.k) };
     let (rows_b, cols_b) = if d.trans_b { (d.n, d.k) } else { (d.k, d.n) };
-    let widen = |p: *const bf16, rows: usize, cols: usize, ld: usize| -> Vec<f32> {
+    /// # Safety
+    /// `p` addresses `rows` rows of `cols` elements, `ld` apart.
+    unsafe fn widen(p: *const bf16, rows: usize, cols: usize, ld: usize) -> Vec<f32> {
         let mut v = Vec::with_capacity(rows * cols);
         for r in 0..rows {
             for col in 0..cols {
-                v.push((*p.add(r * ld + col)).to_f32());
+                // SAFETY: inside the matrix (the contract).
+                v.push(unsafe { *p.add(r * ld + col) }.to_f32());
             }
         }
         v
-    };
+    }
     for i in 0..d.batch {
-        let fa = widen(a.add(i * d.stride_a), rows_a, cols_a, d.lda);
-        let fb = widen(b.add(i * d.stride_b), rows_b, cols_b, d.ldb);
-        let cp = c.add(i * d.stride_c);
-        let mut fc = widen(cp, d.m, d.n, d.ldc);
-        let one = GemmDesc {
-            lda: cols_a,
-            ldb: cols_b,
-            ldc: d.n,
-            batch: 1,
-            stride_a: 0,
-            stride_b: 0,
-            stride_c: 0,
-            ty: Type::F32,
-            ..*d
-        };
-        run::<f32>(
-            &one,
-            fa.as_ptr(),
-            fb.as_ptr(),
-            fc.as_mut_ptr(),
-            d.alpha as f32,
-            d.beta as f32,
-        );
-        for r in 0..d.m {
-            for col in 0..d.n {
-                *cp.add(r * d.ldc + col) = bf16::from_f32(fc[r * d.n + col]);
+        // SAFETY: matrix `i` of each operand lies inside its buffer (the caller's contract),
+        // so the offsets and the widened reads stay inside; the f32 copies are fresh, dense and
+        // disjoint.
+        unsafe {
+            let fa = widen(a.add(i * d.stride_a), rows_a, cols_a, d.lda);
+            let fb = widen(b.add(i * d.stride_b), rows_b, cols_b, d.ldb);
+            let cp = c.add(i * d.stride_c);
+            let mut fc = widen(cp, d.m, d.n, d.ldc);
+            let one = GemmDesc {
+                lda: cols_a,
+                ldb: cols_b,
+                ldc: d.n,
+                batch: 1,
+                stride_a: 0,
+                stride_b: 0,
+                stride_c: 0,
+                ty: Type::F32,
+                ..*d
+            };
+            run::<f32>(
+                &one,
+                fa.as_ptr(),
+                fb.as_ptr(),
+                fc.as_mut_ptr(),
+                d.alpha as f32,
+                d.beta as f32,
+                par,
+            );
+            for r in 0..d.m {
+                for col in 0..d.n {
+                    *cp.add(r * d.ldc + col) = bf16::from_f32(fc[r * d.n + col]);
+                }
             }
         }
     }

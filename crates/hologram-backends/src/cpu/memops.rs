@@ -2,15 +2,23 @@
 //!
 //! Every access is checked before anything is written: if any active lane's index is outside
 //! the array, the instruction writes nothing and reports that lane.
+//!
+//! Buffers that other threads may touch during a launch ([`ArrayView::racy`]) are read and
+//! written with relaxed atomics of the element's size, so a kernel whose blocks race (a load of
+//! an element another block stores or updates atomically) gets some value, as on a GPU, instead
+//! of a Rust data race. Relaxed loads and stores are plain moves on x86-64 and AArch64; what
+//! they cost is that the compiler cannot merge them into vector copies.
 
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{
+    AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering,
+};
 
 use hologram_isa::{AtomOp, Type};
 
 /// Where an array's elements are for one block.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ArrayView {
-    /// Element 0 (of lane 0, for scratch arrays).
+    /// Element 0 (of lane 0, for scratch arrays), aligned to the element size.
     pub base: *mut u8,
     /// Elements per lane-visible array.
     pub len: u64,
@@ -18,9 +26,23 @@ pub(crate) struct ArrayView {
     pub per_lane: bool,
     /// Lanes per block (for per-lane arrays).
     pub lanes: usize,
+    /// Other threads may access the array while this block runs (a buffer of a launch whose
+    /// batches run in parallel): every access is a relaxed atomic of the element's size.
+    pub racy: bool,
 }
 
 impl ArrayView {
+    /// The view of no array (a scalar parameter's slot): every index is out of bounds.
+    pub(crate) fn empty(lanes: usize) -> ArrayView {
+        ArrayView {
+            base: std::ptr::null_mut(),
+            len: 0,
+            per_lane: false,
+            lanes,
+            racy: false,
+        }
+    }
+
     #[inline(always)]
     fn offset(&self, index: i64, lane: usize) -> usize {
         if self.per_lane {
@@ -28,6 +50,106 @@ impl ArrayView {
         } else {
             index as usize
         }
+    }
+}
+
+/// An element width with a relaxed atomic load and store of that width.
+pub(crate) trait Word: Copy {
+    /// Reads `*p` with a relaxed atomic load.
+    ///
+    /// # Safety
+    /// `p` is valid for reads of `Self` and aligned to its size, and every access that may
+    /// race with this one is an atomic access of the same size at the same address.
+    unsafe fn load_relaxed(p: *const Self) -> Self;
+    /// Writes `*p` with a relaxed atomic store.
+    ///
+    /// # Safety
+    /// As for [`Word::load_relaxed`], for writes.
+    unsafe fn store_relaxed(p: *mut Self, v: Self);
+}
+
+macro_rules! word {
+    ($t:ty, $atomic:ty) => {
+        impl Word for $t {
+            #[inline(always)]
+            unsafe fn load_relaxed(p: *const Self) -> Self {
+                // SAFETY: the caller's contract is `from_ptr`'s (valid, aligned, and only
+                // same-sized atomic accesses may race with it).
+                unsafe { <$atomic>::from_ptr(p as *mut $t) }.load(Ordering::Relaxed)
+            }
+            #[inline(always)]
+            unsafe fn store_relaxed(p: *mut Self, v: Self) {
+                // SAFETY: as for `load_relaxed`.
+                unsafe { <$atomic>::from_ptr(p) }.store(v, Ordering::Relaxed)
+            }
+        }
+    };
+}
+
+word!(u8, AtomicU8);
+word!(u16, AtomicU16);
+word!(u32, AtomicU32);
+word!(u64, AtomicU64);
+
+/// Copies `n` elements from a racy array into a lane register, each with a relaxed load.
+///
+/// # Safety
+/// `src` addresses `n` elements as [`Word::load_relaxed`] requires; `dst` is valid for `n`
+/// writes and does not overlap `src` (a register slot never overlaps a buffer).
+#[inline]
+pub(crate) unsafe fn copy_in_relaxed<T: Word>(src: *const T, dst: *mut T, n: usize) {
+    for i in 0..n {
+        // SAFETY: per the contract, element `i < n` of both is valid.
+        unsafe { *dst.add(i) = T::load_relaxed(src.add(i)) };
+    }
+}
+
+/// Copies `n` elements of a lane register into a racy array, each with a relaxed store.
+///
+/// # Safety
+/// `dst` addresses `n` elements as [`Word::store_relaxed`] requires; `src` is valid for `n`
+/// reads and does not overlap `dst`.
+#[inline]
+pub(crate) unsafe fn copy_out_relaxed<T: Word>(src: *const T, dst: *mut T, n: usize) {
+    for i in 0..n {
+        // SAFETY: per the contract, element `i < n` of both is valid.
+        unsafe { T::store_relaxed(dst.add(i), *src.add(i)) };
+    }
+}
+
+/// Copies `n` elements of `size` bytes between a lane register and an array: a plain copy, or
+/// for a racy array one relaxed access per element. `to_array` says which way.
+///
+/// # Safety
+/// `array` addresses `n` elements of `size` bytes (1, 2, 4 or 8), aligned, and is racy only if
+/// `racy` says so; `reg` is a register slot valid for `n` such elements; they do not overlap.
+pub(crate) unsafe fn copy_lanes(
+    array: *mut u8,
+    reg: *mut u8,
+    n: usize,
+    size: usize,
+    racy: bool,
+    to_array: bool,
+) {
+    macro_rules! go {
+        ($t:ty) => {{
+            let (a, r) = (array as *mut $t, reg as *mut $t);
+            // SAFETY: per the contract, with `$t` of `size` bytes.
+            unsafe {
+                match (racy, to_array) {
+                    (false, false) => std::ptr::copy_nonoverlapping(a, r, n),
+                    (false, true) => std::ptr::copy_nonoverlapping(r, a, n),
+                    (true, false) => copy_in_relaxed(a, r, n),
+                    (true, true) => copy_out_relaxed(r, a, n),
+                }
+            }
+        }};
+    }
+    match size {
+        1 => go!(u8),
+        2 => go!(u16),
+        4 => go!(u32),
+        _ => go!(u64),
     }
 }
 
@@ -71,6 +193,11 @@ fn contiguous(idx: &[i64]) -> bool {
 }
 
 /// Loads one element per active lane. `Err(lane)` names an out-of-bounds lane.
+///
+/// # Safety
+/// `d` is a register slot valid for `n` elements of the instruction's type; `idx` holds at
+/// least `n` indexes; `view` describes a live array of `len` elements of that type's size
+/// (times `lanes` for per-lane arrays), aligned, racy only if `view.racy` says so.
 pub(crate) type LoadFn = unsafe fn(
     n: usize,
     d: *mut u8,
@@ -79,6 +206,9 @@ pub(crate) type LoadFn = unsafe fn(
     mask: Option<&[u8]>,
 ) -> Result<(), usize>;
 /// Stores one element per active lane. `Err(lane)` names an out-of-bounds lane.
+///
+/// # Safety
+/// As for [`LoadFn`], with `src` read instead of `d` written.
 pub(crate) type StoreFn = unsafe fn(
     n: usize,
     src: *const u8,
@@ -87,7 +217,9 @@ pub(crate) type StoreFn = unsafe fn(
     mask: Option<&[u8]>,
 ) -> Result<(), usize>;
 
-unsafe fn load<T: Copy>(
+/// # Safety
+/// See [`LoadFn`].
+unsafe fn load<T: Word>(
     n: usize,
     d: *mut u8,
     idx: &[i64],
@@ -100,18 +232,35 @@ unsafe fn load<T: Copy>(
     }
     let (d, base) = (d as *mut T, view.base as *const T);
     if mask.is_none() && !view.per_lane && contiguous(idx) {
-        std::ptr::copy_nonoverlapping(base.add(idx[0] as usize), d, n);
+        // SAFETY: indexes idx[0]..idx[0] + n are in bounds (checked above); `d` holds n.
+        unsafe {
+            copy_lanes(
+                base.add(idx[0] as usize) as *mut u8,
+                d as *mut u8,
+                n,
+                std::mem::size_of::<T>(),
+                view.racy,
+                false,
+            )
+        };
         return Ok(());
     }
     for (l, &i) in idx.iter().enumerate() {
         if mask.is_none_or(|m| m[l] != 0) {
-            *d.add(l) = *base.add(view.offset(i, l));
+            // SAFETY: `i` is in bounds (checked above), so its element (of lane `l` for
+            // per-lane arrays) is inside the array; `l < n` is inside the register.
+            unsafe {
+                let p = base.add(view.offset(i, l));
+                *d.add(l) = if view.racy { T::load_relaxed(p) } else { *p };
+            }
         }
     }
     Ok(())
 }
 
-unsafe fn store<T: Copy>(
+/// # Safety
+/// See [`StoreFn`].
+unsafe fn store<T: Word>(
     n: usize,
     s: *const u8,
     idx: &[i64],
@@ -124,12 +273,30 @@ unsafe fn store<T: Copy>(
     }
     let (s, base) = (s as *const T, view.base as *mut T);
     if mask.is_none() && !view.per_lane && contiguous(idx) {
-        std::ptr::copy_nonoverlapping(s, base.add(idx[0] as usize), n);
+        // SAFETY: as in `load`.
+        unsafe {
+            copy_lanes(
+                base.add(idx[0] as usize) as *mut u8,
+                s as *mut u8,
+                n,
+                std::mem::size_of::<T>(),
+                view.racy,
+                true,
+            )
+        };
         return Ok(());
     }
     for (l, &i) in idx.iter().enumerate() {
         if mask.is_none_or(|m| m[l] != 0) {
-            *base.add(view.offset(i, l)) = *s.add(l);
+            // SAFETY: as in `load`.
+            unsafe {
+                let p = base.add(view.offset(i, l));
+                if view.racy {
+                    T::store_relaxed(p, *s.add(l));
+                } else {
+                    *p = *s.add(l);
+                }
+            }
         }
     }
     Ok(())
@@ -156,6 +323,11 @@ pub(crate) fn store_fn(ty: Type) -> StoreFn {
 }
 
 /// An atomic read-modify-write per active lane, in lane order; `d` receives the old values.
+///
+/// # Safety
+/// As for [`LoadFn`]; `a` and `b` are register slots valid for `n` elements of the type, and
+/// the view's base is aligned to the element size (true of every buffer the backend binds and
+/// of `.shared` arrays; atomics on per-lane `.scratch` arrays do not validate).
 pub(crate) type AtomFn = unsafe fn(
     n: usize,
     d: *mut u8,
@@ -168,6 +340,8 @@ pub(crate) type AtomFn = unsafe fn(
 
 macro_rules! atom_int {
     ($name:ident, $t:ty, $atomic:ty) => {
+        /// # Safety
+        /// See [`AtomFn`].
         #[allow(clippy::too_many_arguments)]
         unsafe fn $name(
             n: usize,
@@ -191,25 +365,29 @@ macro_rules! atom_int {
             );
             for (l, &i) in idx.iter().enumerate() {
                 if mask.is_none_or(|m| m[l] != 0) {
-                    // SAFETY: in bounds (checked above) and aligned (bases are 64-byte aligned and
-                    // offsets are whole elements).
-                    let cell = <$atomic>::from_ptr(base.add(i as usize));
-                    let x = *a.add(l);
-                    let old = match op {
-                        AtomOp::Add => cell.fetch_add(x, Ordering::Relaxed),
-                        AtomOp::Min => cell.fetch_min(x, Ordering::Relaxed),
-                        AtomOp::Max => cell.fetch_max(x, Ordering::Relaxed),
-                        AtomOp::Exch => cell.swap(x, Ordering::Relaxed),
-                        AtomOp::Cas => match cell.compare_exchange(
-                            x,
-                            *b.add(l),
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                        ) {
-                            Ok(v) | Err(v) => v,
-                        },
-                    };
-                    *d.add(l) = old;
+                    // SAFETY: element `i` is in bounds (checked above) and aligned (bases are
+                    // aligned and offsets are whole elements); every other access to it during
+                    // the launch is an atomic of the same size (racy arrays) or on this thread.
+                    // `l < n` is inside the register slots.
+                    unsafe {
+                        let cell = <$atomic>::from_ptr(base.add(i as usize));
+                        let x = *a.add(l);
+                        let old = match op {
+                            AtomOp::Add => cell.fetch_add(x, Ordering::Relaxed),
+                            AtomOp::Min => cell.fetch_min(x, Ordering::Relaxed),
+                            AtomOp::Max => cell.fetch_max(x, Ordering::Relaxed),
+                            AtomOp::Exch => cell.swap(x, Ordering::Relaxed),
+                            AtomOp::Cas => match cell.compare_exchange(
+                                x,
+                                *b.add(l),
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            ) {
+                                Ok(v) | Err(v) => v,
+                            },
+                        };
+                        *d.add(l) = old;
+                    }
                 }
             }
             Ok(())
@@ -224,6 +402,8 @@ atom_int!(atom_u64, u64, AtomicU64);
 
 macro_rules! atom_float {
     ($name:ident, $f:ty, $bits:ty, $atomic:ty) => {
+        /// # Safety
+        /// See [`AtomFn`].
         #[allow(clippy::too_many_arguments)]
         unsafe fn $name(
             n: usize,
@@ -242,28 +422,31 @@ macro_rules! atom_float {
             let (d, a, base) = (d as *mut $bits, a as *const $bits, view.base as *mut $bits);
             for (l, &i) in idx.iter().enumerate() {
                 if mask.is_none_or(|m| m[l] != 0) {
-                    let cell = <$atomic>::from_ptr(base.add(i as usize));
-                    let x = *a.add(l);
-                    let old = match op {
-                        AtomOp::Exch => cell.swap(x, Ordering::Relaxed),
-                        // Only add and exch are valid on floats (the validator checks).
-                        _ => {
-                            let mut cur = cell.load(Ordering::Relaxed);
-                            loop {
-                                let sum = (<$f>::from_bits(cur) + <$f>::from_bits(x)).to_bits();
-                                match cell.compare_exchange_weak(
-                                    cur,
-                                    sum,
-                                    Ordering::Relaxed,
-                                    Ordering::Relaxed,
-                                ) {
-                                    Ok(v) => break v,
-                                    Err(v) => cur = v,
+                    // SAFETY: as in `atom_int`.
+                    unsafe {
+                        let cell = <$atomic>::from_ptr(base.add(i as usize));
+                        let x = *a.add(l);
+                        let old = match op {
+                            AtomOp::Exch => cell.swap(x, Ordering::Relaxed),
+                            // Only add and exch are valid on floats (the validator checks).
+                            _ => {
+                                let mut cur = cell.load(Ordering::Relaxed);
+                                loop {
+                                    let sum = (<$f>::from_bits(cur) + <$f>::from_bits(x)).to_bits();
+                                    match cell.compare_exchange_weak(
+                                        cur,
+                                        sum,
+                                        Ordering::Relaxed,
+                                        Ordering::Relaxed,
+                                    ) {
+                                        Ok(v) => break v,
+                                        Err(v) => cur = v,
+                                    }
                                 }
                             }
-                        }
-                    };
-                    *d.add(l) = old;
+                        };
+                        *d.add(l) = old;
+                    }
                 }
             }
             Ok(())
@@ -276,8 +459,11 @@ atom_float!(atom_f64, f64, u64, AtomicU64);
 
 macro_rules! atom_entry {
     ($($entry:ident => $imp:ident, $op:expr;)*) => {$(
+        /// # Safety
+        /// See [`AtomFn`].
         unsafe fn $entry(n: usize, d: *mut u8, idx: &[i64], view: &ArrayView, a: *const u8, b: *const u8, mask: Option<&[u8]>) -> Result<(), usize> {
-            $imp(n, d, idx, view, a, b, mask, $op)
+            // SAFETY: the same contract.
+            unsafe { $imp(n, d, idx, view, a, b, mask, $op) }
         }
     )*};
 }

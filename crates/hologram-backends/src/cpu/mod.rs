@@ -6,8 +6,10 @@
 //! Launches are synchronous; a batch of blocks that runs past the launch timeout stops the
 //! launch with `LaunchTimeout` (`deadline.rs`).
 
+mod bind;
 mod compile;
 mod deadline;
+mod device_lock;
 mod exec;
 mod gemm;
 mod lanes;
@@ -23,14 +25,12 @@ use std::sync::{Arc, Mutex};
 
 use hologram_compiler::patterns::Pattern;
 use hologram_compiler::Canonical;
-use hologram_isa::ParamKind;
 use rayon::prelude::*;
 
 pub use memory::CpuMemory;
 
 use self::compile::CpuKernel;
 use self::exec::{BlockState, LaunchCtx};
-use self::memops::ArrayView;
 use crate::backend::{
     Backend, BackendKind, BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg,
     LaunchConfig, Memory,
@@ -138,8 +138,10 @@ impl Backend for CpuBackend {
     fn copy_in(&self, dst: &Memory, offset: usize, src: &[u8]) -> Result<()> {
         let m = self.memory(dst)?;
         check_range(offset, src.len(), m.size_bytes())?;
-        // SAFETY: range checked; `src` cannot overlap device memory handed out as `&[u8]`
-        // because callers only get copies.
+        let _device = device_lock::lock();
+        // SAFETY: the range is inside the allocation (checked above), and no launch or copy
+        // touches it meanwhile (the device lock). `src` is a shared slice, so nothing writes its
+        // bytes while it lives: it cannot overlap the bytes written here.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), m.as_ptr().add(offset), src.len()) };
         Ok(())
     }
@@ -147,7 +149,8 @@ impl Backend for CpuBackend {
     fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()> {
         let m = self.memory(src)?;
         check_range(offset, dst.len(), m.size_bytes())?;
-        // SAFETY: range checked.
+        let _device = device_lock::lock();
+        // SAFETY: as for `copy_in`; `dst` is an exclusive slice, so it overlaps nothing else.
         unsafe {
             std::ptr::copy_nonoverlapping(m.as_ptr().add(offset), dst.as_mut_ptr(), dst.len())
         };
@@ -165,7 +168,9 @@ impl Backend for CpuBackend {
         let (s, d) = (self.memory(src)?, self.memory(dst)?);
         check_range(src_offset, len, s.size_bytes())?;
         check_range(dst_offset, len, d.size_bytes())?;
-        // SAFETY: both ranges checked; `copy` handles overlap within one allocation.
+        let _device = device_lock::lock();
+        // SAFETY: both ranges are inside their allocations (checked above) and nothing else
+        // touches them meanwhile (the device lock); `copy` allows the ranges to overlap.
         unsafe { std::ptr::copy(s.as_ptr().add(src_offset), d.as_ptr().add(dst_offset), len) };
         Ok(())
     }
@@ -222,41 +227,18 @@ impl Backend for CpuBackend {
             (BATCH_LANES / block_lanes).max(1)
         };
         let lanes = block_lanes * batch_blocks;
-        let mut globals = Vec::with_capacity(args.len());
-        let mut scalars = Vec::with_capacity(args.len());
-        for (param, arg) in kern.params.iter().zip(args) {
-            match (arg, param.kind) {
-                (KernelArg::Buffer(b), ParamKind::Buffer { elem, .. }) => {
-                    let m = self.memory(&b.memory)?;
-                    // SAFETY: the range was checked against the allocation by `check_launch`.
-                    let base = unsafe { m.as_ptr().add(b.offset) };
-                    globals.push(ArrayView {
-                        base,
-                        len: (b.len / elem.size_bytes()) as u64,
-                        per_lane: false,
-                        lanes,
-                    });
-                    scalars.push(None);
-                }
-                (KernelArg::Scalar(v), _) => {
-                    globals.push(ArrayView {
-                        base: std::ptr::null_mut(),
-                        len: 0,
-                        per_lane: false,
-                        lanes,
-                    });
-                    scalars.push(Some(v.to_bits()));
-                }
-                _ => unreachable_mismatch()?,
-            }
-        }
+        let bind::Bound {
+            mut globals,
+            scalars,
+            sizes,
+        } = bind::bind(kern, args, lanes, |m| self.memory(m))?;
+        let device = device_lock::lock();
         let const_bits = exec::const_bits(k, &scalars);
         if let Some(native) = &k.native {
             let total = blocks.saturating_mul(block_lanes as u64);
             if let Some(n) = native.count(&globals, &scalars, total) {
-                let sizes: Vec<usize> = kern.params.iter().map(|p| p.ty().size_bytes()).collect();
                 if native.can_run(&globals, &sizes, n)
-                    && native.run(k, &globals, &const_bits, &sizes, n)
+                    && native.run(k, &globals, &const_bits, &sizes, n, device.parallel)
                 {
                     bump(&self.counters.library_launches, 1);
                     return Ok(());
@@ -267,6 +249,8 @@ impl Backend for CpuBackend {
             let args = native_reduce::Args {
                 globals: &globals,
                 scalars: &scalars,
+                sizes: &sizes,
+                parallel: device.parallel,
             };
             if native_reduce::run(pattern, &args, config).is_some() {
                 bump(&self.counters.library_launches, 1);
@@ -277,11 +261,21 @@ impl Backend for CpuBackend {
             let args = native_reduce::Args {
                 globals: &globals,
                 scalars: &scalars,
+                sizes: &sizes,
+                parallel: device.parallel,
             };
             if native_rows::run(pattern, &args, config).is_some() {
                 bump(&self.counters.library_launches, 1);
                 return Ok(());
             }
+        }
+        let batches = blocks.div_ceil(batch_blocks as u64);
+        // Batches run in parallel only where buffers that overlap do so element for element
+        // (see `Bound::same_size_overlaps_only`); their global accesses are then relaxed atomics.
+        let parallel =
+            batches > 1 && device.parallel && bind::same_size_overlaps_only(&globals, &sizes);
+        for g in &mut globals {
+            g.racy = parallel;
         }
         bump(&self.counters.generic_launches, 1);
         let failed = AtomicBool::new(false);
@@ -299,7 +293,6 @@ impl Backend for CpuBackend {
             failed: &failed,
         };
         let first_error: Mutex<Option<BackendError>> = Mutex::new(None);
-        let batches = blocks.div_ceil(batch_blocks as u64);
         let run = |state: &mut BlockState, batch: u64| {
             if failed.load(Ordering::Relaxed) {
                 return;
@@ -315,9 +308,11 @@ impl Backend for CpuBackend {
                 failed.store(true, Ordering::Relaxed);
             }
         };
-        if batches == 1 {
+        if !parallel {
             let mut state = BlockState::new(&ctx);
-            run(&mut state, 0);
+            for batch in 0..batches {
+                run(&mut state, batch);
+            }
         } else {
             (0..batches)
                 .into_par_iter()
@@ -375,16 +370,11 @@ impl Backend for CpuBackend {
     }
 }
 
-/// `check_launch` has matched arguments to parameters; reaching this is a bug, reported as an
-/// error rather than a panic.
-fn unreachable_mismatch() -> Result<()> {
-    Err(BackendError::Device(
-        "internal error: argument kind changed after validation".into(),
-    ))
-}
-
 impl CpuMemory {
     fn size_bytes(&self) -> usize {
         crate::backend::DeviceMemory::size(self)
     }
 }
+
+#[cfg(test)]
+mod soundness_tests;

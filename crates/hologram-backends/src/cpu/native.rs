@@ -35,6 +35,8 @@ pub(crate) struct NativeMap {
     /// Buffers only gathered from may be smaller (a broadcast operand): each gathered index is
     /// checked.
     dense_params: Vec<u32>,
+    /// Buffers loaded at a computed index somewhere in the body (read anywhere in their range).
+    gathered: Vec<u32>,
 }
 
 impl NativeMap {
@@ -128,6 +130,18 @@ impl NativeMap {
                 }
             }
         }
+        let mut gathered: Vec<u32> = Vec::new();
+        for inst in body {
+            if let Op::Ld { mem, .. } = &inst.op {
+                let at_gid = matches!(
+                    mem.index,
+                    hologram_isa::Operand::Special(Special::GidLinear)
+                );
+                if !at_gid && !gathered.contains(&mem.array) {
+                    gathered.push(mem.array);
+                }
+            }
+        }
         let stores = body
             .iter()
             .filter(|i| matches!(i.op, Op::St { .. }))
@@ -146,6 +160,7 @@ impl NativeMap {
             def_at,
             last_use,
             dense_params,
+            gathered,
         }
     }
 
@@ -264,8 +279,37 @@ impl NativeMap {
         })
     }
 
+    /// True when chunks of elements may run on different threads: a byte one chunk writes is
+    /// touched by no other chunk. Chunk `c` reads and writes elements of its own range of every
+    /// buffer accessed at `%gid`, and reads gathered buffers anywhere; so an output may overlap
+    /// another buffer only where both are accessed at `%gid`, with the same element size at the
+    /// same address (an in-place map), and no gathered buffer at all.
+    fn chunks_are_disjoint(&self, globals: &[ArrayView], sizes: &[usize], n: usize) -> bool {
+        use super::bind::{bytes_of, overlaps, whole};
+        let dense = |p: u32| bytes_of(&globals[p as usize], sizes[p as usize], n);
+        let outs = &self.pattern.outputs;
+        if outs.len() * (self.dense_params.len() + self.gathered.len()) > PAIR_BUDGET {
+            return false;
+        }
+        outs.iter().all(|&o| {
+            let written = dense(o);
+            let same = |p: u32| {
+                globals[p as usize].base == globals[o as usize].base
+                    && sizes[p as usize] == sizes[o as usize]
+            };
+            self.dense_params
+                .iter()
+                .all(|&p| p == o || !overlaps(written, dense(p)) || same(p))
+                && self
+                    .gathered
+                    .iter()
+                    .all(|&p| !overlaps(written, whole(globals, sizes, p as usize)))
+        })
+    }
+
     /// Runs the map over `n` elements; false when a gathered index was out of bounds (the
-    /// interpreter then runs the launch again: see [`NativeMap::can_run`]).
+    /// interpreter then runs the launch again: see [`NativeMap::can_run`]). `parallel` says
+    /// whether the work may spread over rayon's pool (see `device_lock.rs`).
     pub(crate) fn run(
         &self,
         k: &CpuKernel,
@@ -273,6 +317,7 @@ impl NativeMap {
         const_bits: &[u64],
         sizes: &[usize],
         n: usize,
+        parallel: bool,
     ) -> bool {
         let failed = std::sync::atomic::AtomicBool::new(false);
         let fast = self.in_place_is_safe(k, globals, sizes, n);
@@ -404,7 +449,8 @@ impl NativeMap {
         };
         // A few contiguous runs of chunks per thread: each run sets up its registers once.
         // Below PARALLEL_MIN elements, waking the pool costs more than the work.
-        let tasks = if n < PARALLEL_MIN {
+        let tasks = if n < PARALLEL_MIN || !parallel || !self.chunks_are_disjoint(globals, sizes, n)
+        {
             1
         } else {
             chunks.min(rayon::current_num_threads() * 4).max(1)
@@ -446,7 +492,10 @@ impl<F: Fn(usize)> PtrSafe<'_, F> {
         (self.0)(task)
     }
 }
-// SAFETY: chunks write disjoint element ranges of the output buffers and only read inputs; the
-// buffers outlive the launch.
+// SAFETY: the closure only dereferences its buffer pointers for its own chunk's elements, and
+// runs on several threads only when `chunks_are_disjoint` found that no byte a chunk writes is
+// touched by another chunk; the buffers outlive the launch, and the device lock keeps every
+// other copy and launch away.
 unsafe impl<F> Sync for PtrSafe<'_, F> {}
+// SAFETY: as for `Sync`.
 unsafe impl<F> Send for PtrSafe<'_, F> {}

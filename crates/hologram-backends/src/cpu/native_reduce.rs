@@ -93,9 +93,34 @@ pub(super) fn widen<S: ToWide + 'static, A: FromWide + 'static>(s: S) -> A {
 pub(crate) struct Args<'a> {
     pub globals: &'a [ArrayView],
     pub scalars: &'a [Option<u64>],
+    /// Element size of each buffer parameter (0 for scalars).
+    pub sizes: &'a [usize],
+    /// Whether the work may spread over rayon's pool (see `device_lock.rs`).
+    pub parallel: bool,
 }
 
 impl Args<'_> {
+    /// Buffer parameter `i`, if it is a buffer of `T`-sized elements (the native loops read and
+    /// write it as `T`; the interpreter runs anything else).
+    pub(super) fn buffer<T>(&self, i: usize) -> Option<&ArrayView> {
+        (self.sizes.get(i).copied() == Some(std::mem::size_of::<T>()))
+            .then(|| self.globals.get(i))
+            .flatten()
+    }
+
+    /// True when no buffer in `written` overlaps another buffer in `written` or `read` (each
+    /// as far as its bound length): the native loops' threads then never touch a byte another
+    /// thread writes.
+    pub(super) fn disjoint(&self, written: &[usize], read: &[usize]) -> bool {
+        let whole = |p: usize| super::bind::whole(self.globals, self.sizes, p);
+        written.iter().enumerate().all(|(i, &w)| {
+            written[i + 1..]
+                .iter()
+                .chain(read)
+                .all(|&o| !super::bind::overlaps(whole(w), whole(o)))
+        })
+    }
+
     pub(super) fn scalar(&self, i: usize) -> Option<usize> {
         self.scalars
             .get(i)
@@ -108,8 +133,11 @@ impl Args<'_> {
 /// Sends raw pointers to rayon workers (outputs are written at disjoint indexes).
 #[derive(Clone, Copy)]
 pub(super) struct Ptr(pub(super) *mut u8);
-// SAFETY: see the type's documentation.
+// SAFETY: a `Ptr` is an address; what may be done with it is up to the code that dereferences
+// it, which writes each output element from one task only and checks that outputs overlap no
+// input (`Args::disjoint`).
 unsafe impl Send for Ptr {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for Ptr {}
 
 fn lane<S, A, O>(p: &ReducePattern, a: &Args<'_>, lanes: usize) -> Option<()>
@@ -118,48 +146,59 @@ where
     A: Num + FromWide + ToWide + 'static,
     O: FromWide + Copy + 'static,
 {
-    let (x, out) = (a.globals.first()?, a.globals.get(1)?);
+    let arg = p.combine.is_arg();
+    let x = a.buffer::<S>(0)?;
+    let out = if arg {
+        a.buffer::<u32>(1)?
+    } else {
+        a.buffer::<O>(1)?
+    };
     let (off, rlen, inner, n) = (a.scalar(2)?, a.scalar(3)?, a.scalar(4)?, a.scalar(5)?);
     let n = n.min(lanes);
     if inner == 0 || n == 0 {
         return (n == 0).then_some(());
     }
     let outer = n.div_ceil(inner);
-    if off + outer * rlen * inner > x.len as usize || n > out.len as usize {
+    let read = off.checked_add(outer.checked_mul(rlen)?.checked_mul(inner)?)?;
+    if read > x.len as usize || n > out.len as usize || !a.disjoint(&[1], &[0]) {
         return None;
     }
-    let arg = p.combine.is_arg();
     let (xp, op) = (Ptr(x.base), Ptr(out.base));
     let c = p.combine;
     let acc_ty = p.acc;
-    (0..n).into_par_iter().with_min_len(256).for_each(move |g| {
-        let (xp, op) = (xp, op);
-        let (o, i) = (g / inner, g % inner);
-        let base = off + o * rlen * inner + i;
-        let xs = xp.0 as *const S;
-        let mut acc: A = init(c, acc_ty);
-        let mut best = 0u32;
-        for r in 0..rlen {
-            // SAFETY: checked above that every index is inside x.
-            let v: A = widen(unsafe { *xs.add(base + r * inner) });
-            if arg {
-                if better(c, v, acc) {
-                    acc = v;
-                    best = r as u32;
+    let min_len = if a.parallel { 256 } else { n };
+    (0..n)
+        .into_par_iter()
+        .with_min_len(min_len)
+        .for_each(move |g| {
+            let (xp, op) = (xp, op);
+            let (o, i) = (g / inner, g % inner);
+            let base = off + o * rlen * inner + i;
+            let xs = xp.0 as *const S;
+            let mut acc: A = init(c, acc_ty);
+            let mut best = 0u32;
+            for r in 0..rlen {
+                // SAFETY: checked above that every index is inside x (which no thread writes).
+                let v: A = widen(unsafe { *xs.add(base + r * inner) });
+                if arg {
+                    if better(c, v, acc) {
+                        acc = v;
+                        best = r as u32;
+                    }
+                } else {
+                    acc = fold(c, acc, v);
                 }
-            } else {
-                acc = fold(c, acc, v);
             }
-        }
-        // SAFETY: g < n <= out.len.
-        unsafe {
-            if arg {
-                *(op.0 as *mut u32).add(g) = best;
-            } else {
-                *(op.0 as *mut O).add(g) = widen::<A, O>(acc);
+            // SAFETY: g < n <= out.len, of the type checked by `Args::buffer`; only this task
+            // writes element g, and no other buffer of the launch overlaps `out`.
+            unsafe {
+                if arg {
+                    *(op.0 as *mut u32).add(g) = best;
+                } else {
+                    *(op.0 as *mut O).add(g) = widen::<A, O>(acc);
+                }
             }
-        }
-    });
+        });
     Some(())
 }
 
@@ -171,22 +210,32 @@ where
 {
     let arg = p.combine.is_arg();
     let mut i = 0;
-    let x = a.globals.get(i)?;
+    let x = a.buffer::<S>(i)?;
     i += 1;
     let xix = if index_input {
         i += 1;
-        Some(a.globals.get(i - 1)?)
+        Some(a.buffer::<u32>(i - 1)?)
     } else {
         None
     };
-    let out = a.globals.get(i)?;
+    let out_at = i;
+    let out = if arg {
+        a.buffer::<A>(i)?
+    } else {
+        a.buffer::<O>(i)?
+    };
     i += 1;
     let outix = if arg {
         i += 1;
-        Some(a.globals.get(i - 1)?)
+        Some(a.buffer::<u32>(i - 1)?)
     } else {
         None
     };
+    let written: Vec<usize> = (out_at..i).collect();
+    let read: Vec<usize> = (0..out_at).collect();
+    if !a.disjoint(&written, &read) {
+        return None;
+    }
     let (off, rlen, chunks, clen) = (
         a.scalar(i)?,
         a.scalar(i + 1)?,
@@ -197,11 +246,11 @@ where
         return Some(());
     }
     let rows = blocks.div_ceil(chunks);
-    if off + rows * rlen > x.len as usize || blocks > out.len as usize {
+    let read = off.checked_add(rows.checked_mul(rlen)?)?;
+    if read > x.len as usize || blocks > out.len as usize {
         return None;
     }
-    if xix.is_some_and(|v| off + rows * rlen > v.len as usize)
-        || outix.is_some_and(|v| blocks > v.len as usize)
+    if xix.is_some_and(|v| read > v.len as usize) || outix.is_some_and(|v| blocks > v.len as usize)
     {
         return None;
     }
@@ -212,7 +261,11 @@ where
     let oixp = outix.map(|v| Ptr(v.base));
     let w = BLOCK as usize;
     // Each task reduces at least PARALLEL_MIN elements: waking the pool for less costs more.
-    let min_blocks = (super::native::PARALLEL_MIN / w).max(1);
+    let min_blocks = if a.parallel {
+        (super::native::PARALLEL_MIN / w).max(1)
+    } else {
+        blocks
+    };
     (0..blocks)
         .into_par_iter()
         .with_min_len(min_blocks)
@@ -230,7 +283,7 @@ where
                 let lanes = (stop - pos).min(w);
                 for t in 0..lanes {
                     let idx = rowbase + pos + t;
-                    // SAFETY: idx < off + rows * rlen <= x.len (checked).
+                    // SAFETY: idx < off + rows * rlen <= x.len (checked); no thread writes x.
                     let v: A = widen(unsafe { *xs.add(idx) });
                     if arg {
                         if better(c, v, acc[t]) {
@@ -260,7 +313,8 @@ where
                 }
                 s /= 2;
             }
-            // SAFETY: b < blocks <= out.len (and outix.len).
+            // SAFETY: b < blocks <= out.len (and outix.len), of the types `Args::buffer`
+            // checked; only this task writes element b, and the outputs overlap nothing else.
             unsafe {
                 if arg {
                     *(op.0 as *mut A).add(b) = acc[0];

@@ -13,6 +13,7 @@ use hologram_isa::semantics::{Float, FromWide, Num, ToWide};
 use hologram_isa::Type;
 use rayon::prelude::*;
 
+use super::memops::ArrayView;
 use super::native_reduce::{fold, init, widen, Args, Ptr};
 use crate::backend::LaunchConfig;
 
@@ -134,8 +135,10 @@ where
 {
     let backward = p.op.is_backward();
     let n_in = if backward { 2 } else { 1 };
-    let inputs = &args.globals[..n_in];
-    let out = args.globals.get(n_in)?;
+    let inputs: Vec<&ArrayView> = (0..n_in)
+        .map(|i| args.buffer::<S>(i))
+        .collect::<Option<_>>()?;
+    let out = args.buffer::<S>(n_in)?;
     let offs: Vec<usize> = (0..n_in)
         .map(|i| args.scalar(n_in + 1 + i))
         .collect::<Option<_>>()?;
@@ -151,12 +154,16 @@ where
     if elems == 0 {
         return Some(());
     }
+    if elems > out.len as usize {
+        return None;
+    }
     let size = std::mem::size_of::<S>();
     let out_range = (out.base as usize, out.base as usize + elems * size);
     for (x, &off) in inputs.iter().zip(&offs) {
         // Indexes are u32 in the template: where they would wrap, or leave the buffers, the
         // interpreter runs the launch (and reports what it finds).
-        if off + elems > x.len as usize || off + elems > u32::MAX as usize {
+        let end = off.checked_add(elems)?;
+        if end > x.len as usize || end > u32::MAX as usize {
             return None;
         }
         let start = x.base as usize + off * size;
@@ -165,9 +172,7 @@ where
             return None;
         }
     }
-    if elems > out.len as usize {
-        return None;
-    }
+    // SAFETY: offset checked against the buffer above.
     let first = Ptr(unsafe { inputs[0].base.add(offs[0] * size) });
     let second = if backward {
         // SAFETY: offset checked against the buffer above.
@@ -176,7 +181,11 @@ where
         first
     };
     let out_p = Ptr(out.base);
-    let min_rows = (super::native::PARALLEL_MIN / cols).max(1);
+    let min_rows = if args.parallel {
+        (super::native::PARALLEL_MIN / cols).max(1)
+    } else {
+        rows
+    };
     (0..rows)
         .into_par_iter()
         .with_min_len(min_rows)
@@ -186,7 +195,9 @@ where
                 let (first, second, out_p) = (first, second, out_p);
                 let at = r * cols;
                 // SAFETY: rows·cols elements of every input (after its offset) and of the output
-                // are in bounds (checked above); rows write disjoint ranges of the output.
+                // are in bounds and of type S (checked above); each row is one task, which
+                // writes only its own range of the output, and an input overlapping the output
+                // is exactly the output (checked above), so no task reads another's writes.
                 unsafe {
                     let row_ptrs = Row {
                         first: (first.0 as *const S).add(at),

@@ -114,7 +114,19 @@ impl GemmDesc {
             if rows == 0 || cols == 0 || self.batch == 0 {
                 continue;
             }
-            let last = (self.batch - 1) * stride + (rows - 1) * ld + cols;
+            // Checked: a wrapped extent would pass the length check and send the CPU GEMM
+            // past the buffer.
+            let last = (self.batch - 1)
+                .checked_mul(stride)
+                .and_then(|x| x.checked_add((rows - 1).checked_mul(ld)?))
+                .and_then(|x| x.checked_add(cols))
+                .filter(|x| x.checked_mul(size).is_some())
+                .ok_or_else(|| {
+                    bad(format!(
+                        "{name} spans more than the address space ({} batches of stride {stride}, {rows} rows of {ld})",
+                        self.batch
+                    ))
+                })?;
             if last * size > buf.len {
                 return Err(bad(format!(
                     "{name} needs {} elements but its buffer holds {}",
@@ -409,5 +421,19 @@ mod tests {
                 .contains("A needs 16 elements but its buffer holds 4"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn rejects_extents_that_wrap_around() {
+        let cpu = CpuBackend::new();
+        let small = BufferArg::whole(cpu.allocate(64).unwrap());
+        // (batch - 1) · stride_a is 2^33 · 2^31 = 2^64, which wraps to 0: unchecked, A would
+        // seem to need 4 elements, and the CPU GEMM would walk 2^33 matrices past the buffer.
+        let mut d = GemmDesc::new(Type::F32, 2, 2, 2);
+        d.stride_a = 1 << 31;
+        d.batch = (1 << 33) + 1;
+        let err = d.check(&small, &small, &small).unwrap_err();
+        assert!(err.to_string().contains("spans more than"), "{err}");
+        assert!(cpu.gemm(&d, &small, &small, &small).is_err());
     }
 }

@@ -1,0 +1,109 @@
+//! Binds a launch's arguments to the views the interpreter and the native loops read, and says
+//! which overlaps between buffers the parallel paths can tolerate.
+
+use hologram_isa::{Kernel, ParamKind};
+
+use super::memops::ArrayView;
+use super::CpuMemory;
+use crate::backend::KernelArg;
+use crate::error::{BackendError, Result};
+
+/// A launch's arguments as the CPU sees them.
+pub(crate) struct Bound {
+    /// One view per parameter (scalar parameters get an empty view); `racy` is false.
+    pub globals: Vec<ArrayView>,
+    /// Each scalar parameter's bits (`None` for buffers).
+    pub scalars: Vec<Option<u64>>,
+    /// Each buffer parameter's element size in bytes (0 for scalars).
+    pub sizes: Vec<usize>,
+}
+
+/// Binds `args` (already checked against the kernel's parameters by `check_launch`) for batches
+/// of `lanes` lanes. A buffer whose address is not a multiple of its element size (imported
+/// memory) is an error: the lane loops and atomics read whole, aligned elements.
+pub(crate) fn bind(
+    kernel: &Kernel,
+    args: &[KernelArg],
+    lanes: usize,
+    memory: impl Fn(&crate::backend::Memory) -> Result<&CpuMemory>,
+) -> Result<Bound> {
+    let mut bound = Bound {
+        globals: Vec::with_capacity(args.len()),
+        scalars: Vec::with_capacity(args.len()),
+        sizes: Vec::with_capacity(args.len()),
+    };
+    for (param, arg) in kernel.params.iter().zip(args) {
+        match (arg, param.kind) {
+            (KernelArg::Buffer(b), ParamKind::Buffer { elem, .. }) => {
+                let m = memory(&b.memory)?;
+                let size = elem.size_bytes();
+                // SAFETY: `check_launch` checked that offset + len fits in the allocation.
+                let base = unsafe { m.as_ptr().add(b.offset) };
+                if (base as usize) % size != 0 {
+                    return Err(BackendError::InvalidArgument {
+                        kernel: kernel.name.clone(),
+                        reason: format!(
+                            "buffer '{}' of {elem} starts at address {base:p}, not a multiple of its {size}-byte elements (imported memory must be aligned to its element size)",
+                            param.name
+                        ),
+                    });
+                }
+                bound.globals.push(ArrayView {
+                    base,
+                    len: (b.len / size) as u64,
+                    per_lane: false,
+                    lanes,
+                    racy: false,
+                });
+                bound.scalars.push(None);
+                bound.sizes.push(size);
+            }
+            (KernelArg::Scalar(v), _) => {
+                bound.globals.push(ArrayView::empty(lanes));
+                bound.scalars.push(Some(v.to_bits()));
+                bound.sizes.push(0);
+            }
+            _ => {
+                return Err(BackendError::Device(
+                    "internal error: argument kind changed after validation".into(),
+                ))
+            }
+        }
+    }
+    Ok(bound)
+}
+
+/// The bytes `[start, end)` of `elems` elements of a buffer view.
+pub(crate) fn bytes_of(view: &ArrayView, size: usize, elems: usize) -> (usize, usize) {
+    let start = view.base as usize;
+    (start, start.saturating_add(elems.saturating_mul(size)))
+}
+
+/// True when two byte ranges share a byte.
+pub(crate) fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// The whole bound range of parameter `p` in bytes (empty for scalars).
+pub(crate) fn whole(globals: &[ArrayView], sizes: &[usize], p: usize) -> (usize, usize) {
+    let v = &globals[p];
+    bytes_of(v, sizes[p], v.len as usize)
+}
+
+/// True when blocks of a launch may run on several threads with relaxed atomics: every two
+/// buffers that overlap have the same element size and elements at the same addresses, so
+/// racing accesses are atomics of one size on one element (Rust forbids racing atomics that
+/// overlap only partly). Otherwise the launch runs on one thread.
+pub(crate) fn same_size_overlaps_only(globals: &[ArrayView], sizes: &[usize]) -> bool {
+    let buffers: Vec<usize> = (0..sizes.len())
+        .filter(|&p| sizes[p] != 0 && globals[p].len != 0)
+        .collect();
+    // Launches have a handful of buffers; the quadratic check is a few dozen compares.
+    buffers.iter().enumerate().all(|(i, &p)| {
+        buffers[i + 1..].iter().all(|&q| {
+            let apart = (globals[p].base as usize).abs_diff(globals[q].base as usize);
+            !overlaps(whole(globals, sizes, p), whole(globals, sizes, q))
+                || (sizes[p] == sizes[q] && apart % sizes[p] == 0)
+        })
+    })
+}
