@@ -26,6 +26,9 @@
 //! ```
 
 #![warn(missing_docs)]
+// Every `unsafe` block says why it is sound, and `unsafe fn` bodies spell out their unsafe
+// operations (CI runs clippy with `-D warnings`). See SOUNDNESS.md for the unsafe API.
+#![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 mod backend;
 pub mod cpu;

@@ -4,6 +4,8 @@
 //! process compiles nothing). Without a GPU each test prints why and passes, unless
 //! `HOLOGRAM_REQUIRE_GPU=1` (scripts/gpu-run.sh sets it). Without a driver the backend must
 //! return an error, never panic.
+
+#![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 #![cfg(feature = "cuda")]
 
 use std::time::Instant;

@@ -1,5 +1,8 @@
 //! `hologram`: the command line of the Hologram compute SDK.
 
+// Every `unsafe` block says why it is sound (CI runs clippy with `-D warnings`).
+#![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+
 #[macro_use]
 mod output;
 mod commands;

@@ -13,6 +13,7 @@
 //! ```
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod canon;
 mod canonical;

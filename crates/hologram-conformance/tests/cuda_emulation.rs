@@ -13,6 +13,8 @@
 //! (GCC or Clang with C++20); skipped with a message when there is none, unless
 //! `HOLOGRAM_REQUIRE_EMULATION=1`.
 
+#![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+
 mod common;
 
 use common::emulator::{has_compiler, vector_map, Emulator};

@@ -15,6 +15,8 @@
 //! skipped without it unless `HOLOGRAM_REQUIRE_EMULATION=1`. Built with `--features cuda` on a
 //! machine with an NVIDIA GPU, the real CUDA backend runs every program too.
 
+#![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

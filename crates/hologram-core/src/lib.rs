@@ -32,6 +32,8 @@
 //! ```
 
 #![warn(missing_docs)]
+// Every `unsafe` block says why it is sound (CI runs clippy with `-D warnings`).
+#![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 pub mod alloc;
 mod backend_type;

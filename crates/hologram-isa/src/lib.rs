@@ -31,6 +31,7 @@
 //! See the crate README for the full syntax with an example of every instruction group.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod builder;
 pub mod flow;

@@ -172,6 +172,7 @@ struct Import(*mut DLManagedTensor);
 
 // SAFETY: the pointer is only used to call the producer's deleter, under the GIL.
 unsafe impl Send for Import {}
+// SAFETY: as for `Send`: shared references never touch the pointer.
 unsafe impl Sync for Import {}
 
 impl Drop for Import {
@@ -252,6 +253,7 @@ pub fn import(
             .map(|&s| s as i64)
             .collect()
     } else {
+        // SAFETY: not null, so it has `ndim` entries (DLPack).
         (0..ndim).map(|i| unsafe { *dl.strides.add(i) }).collect()
     };
     if strides.iter().any(|&s| s < 0) {

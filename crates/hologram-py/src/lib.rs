@@ -1,5 +1,8 @@
 //! `hologram._native`: the Rust side of the Python SDK. The `hologram` package wraps it.
 
+// Every `unsafe` block says why it is sound (CI runs clippy with `-D warnings`).
+#![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+
 mod dlpack;
 mod errors;
 mod executor;

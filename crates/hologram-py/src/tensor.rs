@@ -197,11 +197,11 @@ impl PyTensor {
         }
         let _keep = owner;
         let t = self.t.clone();
-        // SAFETY: `owner` keeps `nbytes` writable bytes at `address` alive for the whole call,
-        // and nothing else touches them while the GIL is released (the array is new).
         let out: &mut [u8] = if nbytes == 0 {
             &mut []
         } else {
+            // SAFETY: `owner` keeps `nbytes` writable bytes at `address` alive for the whole
+            // call, and nothing else touches them while the GIL is released (the array is new).
             unsafe { std::slice::from_raw_parts_mut(address as *mut u8, nbytes) }
         };
         nogil(py, move || t.read_bytes(out))

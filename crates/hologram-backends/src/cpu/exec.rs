@@ -447,7 +447,9 @@ impl BlockState {
                 );
             }
             let file = self.file.as_mut_ptr();
-            // SAFETY (for the slot pointers below): slots index regions inside the file.
+            // SAFETY: every slot an instruction names is below `num_slots` (compile lowered it
+            // from registers `trust::check` verified, or made it), and the file holds
+            // `num_slots * lanes` words: slot `s` is the `lanes` words at `s * lanes`.
             let sp = |s: Slot| unsafe { file.add(s as usize * lanes) as *mut u8 };
             match &inst.op {
                 XOp::Compute { f, d, a, b, c } => {
@@ -488,6 +490,9 @@ impl BlockState {
                     // SAFETY: the index slot holds `lanes` integers of the widened type; views
                     // point at live arrays of `len` elements.
                     unsafe { widen(lanes, sp(*index), &mut self.idx) };
+                    // SAFETY: the destination slot holds `lanes` elements of the load's type;
+                    // `view` is a live array of elements of that size (compile checked it), and
+                    // racy exactly when other threads run blocks of this launch.
                     if let Err(l) = unsafe { f(lanes, sp(*d), &self.idx, &view, mask) } {
                         return Err(self.out_of_bounds(ctx, *array, l));
                     }
@@ -523,6 +528,7 @@ impl BlockState {
                     }
                     // SAFETY: as for loads.
                     unsafe { widen(lanes, sp(*index), &mut self.idx) };
+                    // SAFETY: as for loads, with the source slot read.
                     if let Err(l) = unsafe { f(lanes, sp(*src), &self.idx, &view, mask) } {
                         return Err(self.out_of_bounds(ctx, *array, l));
                     }
@@ -540,6 +546,7 @@ impl BlockState {
                     unsafe { widen(lanes, sp(*index), &mut self.idx) };
                     let view = self.views[*array as usize];
                     if let Err(l) =
+                        // SAFETY: as for loads; operand slots `a` and `b` hold `lanes` elements.
                         unsafe { f(lanes, sp(*d), &self.idx, &view, sp(*a), sp(*b), mask) }
                     {
                         return Err(self.out_of_bounds(ctx, *array, l));

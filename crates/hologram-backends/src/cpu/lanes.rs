@@ -11,16 +11,29 @@ use hologram_isa::{BinaryOp, CmpOp, TernaryOp, Type, UnaryOp};
 
 /// A compute instruction over `n` lanes: `d[i] = f(a[i], b[i], c[i])` where `mask` (1 = active)
 /// allows. Unused operand pointers are ignored.
+///
+/// # Safety
+/// `d` is valid for reads and writes, and `a`, `b`, `c` (those the function uses) for reads, of
+/// `n` elements of the types the function was chosen for, each aligned to its element type (a
+/// register slot holds 8 aligned bytes per lane, enough for any ISA type). `d` may be one of the
+/// operands exactly, but overlaps none otherwise. `mask`, when given, has at least `n` entries.
 pub(crate) type LaneFn =
     unsafe fn(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, mask: Option<&[u8]>);
 
+/// Writes lane `i` of `d` where the mask allows.
+///
+/// # Safety
+/// Element `i` of `d` is valid for reads and writes, and `i` is inside the mask.
 #[inline(always)]
 unsafe fn store_lane<D: Copy>(d: *mut D, i: usize, v: D, mask: Option<&[u8]>) {
-    match mask {
-        None => *d.add(i) = v,
-        Some(m) => {
-            let p = d.add(i);
-            *p = if *m.get_unchecked(i) != 0 { v } else { *p };
+    // SAFETY: the contract.
+    unsafe {
+        match mask {
+            None => *d.add(i) = v,
+            Some(m) => {
+                let p = d.add(i);
+                *p = if *m.get_unchecked(i) != 0 { v } else { *p };
+            }
         }
     }
 }
@@ -29,16 +42,29 @@ unsafe fn store_lane<D: Copy>(d: *mut D, i: usize, v: D, mask: Option<&[u8]>) {
 const BLOCK: usize = 16;
 
 /// Lanes `i..i + BLOCK` of a slot.
+///
+/// # Safety
+/// Those lanes are valid for reads.
 #[inline(always)]
 unsafe fn read_block<T: Copy>(p: *const T, i: usize) -> [T; BLOCK] {
-    std::ptr::read_unaligned(p.add(i) as *const [T; BLOCK])
+    // SAFETY: the contract.
+    unsafe { std::ptr::read_unaligned(p.add(i) as *const [T; BLOCK]) }
 }
 
+/// Writes lanes `i..i + BLOCK` of a slot.
+///
+/// # Safety
+/// Those lanes are valid for writes.
 #[inline(always)]
 unsafe fn write_block<T: Copy>(p: *mut T, i: usize, v: [T; BLOCK]) {
-    std::ptr::write_unaligned(p.add(i) as *mut [T; BLOCK], v)
+    // SAFETY: the contract.
+    unsafe { std::ptr::write_unaligned(p.add(i) as *mut [T; BLOCK], v) }
 }
 
+/// Applies `f` lane by lane.
+///
+/// # Safety
+/// As for [`LaneFn`].
 #[inline(always)]
 unsafe fn map1<A: Copy, D: Copy>(
     n: usize,
@@ -47,29 +73,37 @@ unsafe fn map1<A: Copy, D: Copy>(
     mask: Option<&[u8]>,
     f: impl Fn(A) -> D,
 ) {
-    let (d, a) = (d as *mut D, a as *const A);
-    match mask {
-        None => {
-            // As in map2.
-            let mut i = 0;
-            let aliased = std::ptr::addr_eq(d, a);
-            while aliased && i + BLOCK <= n {
-                let x = read_block::<A>(a, i);
-                write_block(d, i, std::array::from_fn(|j| f(x[j])));
-                i += BLOCK;
+    // SAFETY: the `LaneFn` contract, which every caller passes on: lanes `0..n` of each
+    // pointer are valid and aligned, and `d` equals an operand or overlaps none.
+    unsafe {
+        let (d, a) = (d as *mut D, a as *const A);
+        match mask {
+            None => {
+                // As in map2.
+                let mut i = 0;
+                let aliased = std::ptr::addr_eq(d, a);
+                while aliased && i + BLOCK <= n {
+                    let x = read_block::<A>(a, i);
+                    write_block(d, i, std::array::from_fn(|j| f(x[j])));
+                    i += BLOCK;
+                }
+                for i in i..n {
+                    *d.add(i) = f(*a.add(i));
+                }
             }
-            for i in i..n {
-                *d.add(i) = f(*a.add(i));
-            }
-        }
-        Some(_) => {
-            for i in 0..n {
-                store_lane(d, i, f(*a.add(i)), mask);
+            Some(_) => {
+                for i in 0..n {
+                    store_lane(d, i, f(*a.add(i)), mask);
+                }
             }
         }
     }
 }
 
+/// Applies `f` lane by lane.
+///
+/// # Safety
+/// As for [`LaneFn`].
 #[inline(always)]
 unsafe fn map2<A: Copy, B: Copy, D: Copy>(
     n: usize,
@@ -79,31 +113,39 @@ unsafe fn map2<A: Copy, B: Copy, D: Copy>(
     mask: Option<&[u8]>,
     f: impl Fn(A, B) -> D,
 ) {
-    let (d, a, b) = (d as *mut D, a as *const A, b as *const B);
-    match mask {
-        None => {
-            // When the destination is an operand (`add %r, %r, %s`) an element loop does not
-            // vectorize; blocks that read before they write do. (Elsewhere the element loop is
-            // faster: branchy ops such as NaN-aware max vectorize only there.)
-            let mut i = 0;
-            let aliased = std::ptr::addr_eq(d, a) || std::ptr::addr_eq(d, b);
-            while aliased && i + BLOCK <= n {
-                let (x, y) = (read_block::<A>(a, i), read_block::<B>(b, i));
-                write_block(d, i, std::array::from_fn(|j| f(x[j], y[j])));
-                i += BLOCK;
+    // SAFETY: the `LaneFn` contract, which every caller passes on: lanes `0..n` of each
+    // pointer are valid and aligned, and `d` equals an operand or overlaps none.
+    unsafe {
+        let (d, a, b) = (d as *mut D, a as *const A, b as *const B);
+        match mask {
+            None => {
+                // When the destination is an operand (`add %r, %r, %s`) an element loop does not
+                // vectorize; blocks that read before they write do. (Elsewhere the element loop is
+                // faster: branchy ops such as NaN-aware max vectorize only there.)
+                let mut i = 0;
+                let aliased = std::ptr::addr_eq(d, a) || std::ptr::addr_eq(d, b);
+                while aliased && i + BLOCK <= n {
+                    let (x, y) = (read_block::<A>(a, i), read_block::<B>(b, i));
+                    write_block(d, i, std::array::from_fn(|j| f(x[j], y[j])));
+                    i += BLOCK;
+                }
+                for i in i..n {
+                    *d.add(i) = f(*a.add(i), *b.add(i));
+                }
             }
-            for i in i..n {
-                *d.add(i) = f(*a.add(i), *b.add(i));
-            }
-        }
-        Some(_) => {
-            for i in 0..n {
-                store_lane(d, i, f(*a.add(i), *b.add(i)), mask);
+            Some(_) => {
+                for i in 0..n {
+                    store_lane(d, i, f(*a.add(i), *b.add(i)), mask);
+                }
             }
         }
     }
 }
 
+/// Applies `f` lane by lane.
+///
+/// # Safety
+/// As for [`LaneFn`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn map3<A: Copy, B: Copy, C: Copy, D: Copy>(
@@ -115,29 +157,33 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, D: Copy>(
     mask: Option<&[u8]>,
     f: impl Fn(A, B, C) -> D,
 ) {
-    let (d, a, b, c) = (d as *mut D, a as *const A, b as *const B, c as *const C);
-    match mask {
-        None => {
-            // As in map2.
-            let mut i = 0;
-            let aliased =
-                std::ptr::addr_eq(d, a) || std::ptr::addr_eq(d, b) || std::ptr::addr_eq(d, c);
-            while aliased && i + BLOCK <= n {
-                let (x, y, z) = (
-                    read_block::<A>(a, i),
-                    read_block::<B>(b, i),
-                    read_block::<C>(c, i),
-                );
-                write_block(d, i, std::array::from_fn(|j| f(x[j], y[j], z[j])));
-                i += BLOCK;
+    // SAFETY: the `LaneFn` contract, which every caller passes on: lanes `0..n` of each
+    // pointer are valid and aligned, and `d` equals an operand or overlaps none.
+    unsafe {
+        let (d, a, b, c) = (d as *mut D, a as *const A, b as *const B, c as *const C);
+        match mask {
+            None => {
+                // As in map2.
+                let mut i = 0;
+                let aliased =
+                    std::ptr::addr_eq(d, a) || std::ptr::addr_eq(d, b) || std::ptr::addr_eq(d, c);
+                while aliased && i + BLOCK <= n {
+                    let (x, y, z) = (
+                        read_block::<A>(a, i),
+                        read_block::<B>(b, i),
+                        read_block::<C>(c, i),
+                    );
+                    write_block(d, i, std::array::from_fn(|j| f(x[j], y[j], z[j])));
+                    i += BLOCK;
+                }
+                for i in i..n {
+                    *d.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
+                }
             }
-            for i in i..n {
-                *d.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
-            }
-        }
-        Some(_) => {
-            for i in 0..n {
-                store_lane(d, i, f(*a.add(i), *b.add(i), *c.add(i)), mask);
+            Some(_) => {
+                for i in 0..n {
+                    store_lane(d, i, f(*a.add(i), *b.add(i), *c.add(i)), mask);
+                }
             }
         }
     }
@@ -147,7 +193,8 @@ macro_rules! lane_fns_1 {
     ([$($attr:tt)*]) => {};
     ([$($attr:tt)*] $name:ident<$T:ident: $bound:ident> = $f:expr; $($rest:tt)*) => {
         $($attr)* unsafe fn $name<$T: $bound>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map1::<$T, $T>(n, d, a, m, $f)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map1::<$T, $T>(n, d, a, m, $f) }
         }
         lane_fns_1! { [$($attr)*] $($rest)* }
     };
@@ -157,7 +204,8 @@ macro_rules! lane_fns_2 {
     ([$($attr:tt)*]) => {};
     ([$($attr:tt)*] $name:ident<$T:ident: $bound:ident> = $f:expr; $($rest:tt)*) => {
         $($attr)* unsafe fn $name<$T: $bound>(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map2::<$T, $T, $T>(n, d, a, b, m, $f)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map2::<$T, $T, $T>(n, d, a, b, m, $f) }
         }
         lane_fns_2! { [$($attr)*] $($rest)* }
     };
@@ -167,7 +215,8 @@ macro_rules! cmp_fns {
     ([$($attr:tt)*]) => {};
     ([$($attr:tt)*] $name:ident = $f:expr; $($rest:tt)*) => {
         $($attr)* unsafe fn $name<T: Num>(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map2::<T, T, u8>(n, d, a, b, m, |x, y| $f(x, y) as u8)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map2::<T, T, u8>(n, d, a, b, m, |x, y| $f(x, y) as u8) }
         }
         cmp_fns! { [$($attr)*] $($rest)* }
     };
@@ -373,103 +422,125 @@ macro_rules! lane_family {
         }
 
         $($attr)* unsafe fn pred_not(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map1::<u8, u8>(n, d, a, m, |x| x ^ 1)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map1::<u8, u8>(n, d, a, m, |x| x ^ 1) }
         }
         $($attr)* unsafe fn pred_and(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x & y)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x & y) }
         }
         $($attr)* unsafe fn pred_or(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x | y)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x | y) }
         }
         $($attr)* unsafe fn pred_xor(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x ^ y)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map2::<u8, u8, u8>(n, d, a, b, m, |x, y| x ^ y) }
         }
         $($attr)* unsafe fn pred_eq(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| (x == y) as u8)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map2::<u8, u8, u8>(n, d, a, b, m, |x, y| (x == y) as u8) }
         }
         $($attr)* unsafe fn pred_ne(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map2::<u8, u8, u8>(n, d, a, b, m, |x, y| (x != y) as u8)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map2::<u8, u8, u8>(n, d, a, b, m, |x, y| (x != y) as u8) }
         }
 
         $($attr)* unsafe fn tern_mad<T: Num>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
-            map3::<T, T, T, T>(n, d, a, b, c, m, T::mad)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map3::<T, T, T, T>(n, d, a, b, c, m, T::mad) }
         }
         $($attr)* unsafe fn tern_fma<T: Float>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
-            map3::<T, T, T, T>(n, d, a, b, c, m, T::fma)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map3::<T, T, T, T>(n, d, a, b, c, m, T::fma) }
         }
         $($attr)* unsafe fn sel<T: Copy>(n: usize, d: *mut u8, a: *const u8, b: *const u8, c: *const u8, m: Option<&[u8]>) {
-            map3::<T, T, u8, T>(n, d, a, b, c, m, |x, y, p| if p != 0 { x } else { y })
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map3::<T, T, u8, T>(n, d, a, b, c, m, |x, y, p| if p != 0 { x } else { y }) }
         }
         $($attr)* unsafe fn mov<T: Copy>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map1::<T, T>(n, d, a, m, |x| x)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map1::<T, T>(n, d, a, m, |x| x) }
         }
         /// `div.u32`/`rem.u32`: when every lane divides consecutive values by the same non-zero
         /// divisor (index arithmetic on `%gid`), quotient and remainder are stepped along without
         /// dividing; otherwise each lane divides.
+        ///
+        /// # Safety
+        /// As for [`LaneFn`].
         $($attr)* unsafe fn divrem_u32(n: usize, d: *mut u8, a: *const u8, b: *const u8, m: Option<&[u8]>, rem: bool) {
-            let bs = std::slice::from_raw_parts(b as *const u32, n);
-            let first = bs.first().copied().unwrap_or(0);
-            // The checks below fold over every lane without stopping early, so they vectorize
-            // (they are on the path of every broadcast or strided element-wise op).
-            if first == 0 || bs.iter().fold(0, |acc, &x| acc | (x ^ first)) != 0 {
-                if rem {
-                    map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::rem);
-                } else {
-                    map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::div);
-                }
-                return;
-            }
-            // Consecutive dividends (index arithmetic on %gid): step quotient and remainder along
-            // instead of dividing every lane.
-            let xs = std::slice::from_raw_parts(a as *const u32, n);
-            let start = xs.first().copied().unwrap_or(0);
-            let consecutive = xs
-                .iter()
-                .zip(0u32..)
-                .fold(0, |acc, (&x, i)| acc | (x ^ start.wrapping_add(i)))
-                == 0;
-            if !consecutive || start.checked_add(n as u32).is_none() {
-                if rem {
-                    map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::rem);
-                } else {
-                    map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::div);
-                }
-                return;
-            }
-            // Runs of equal quotients: the remainder counts up within a run.
-            let (mut q, mut r) = (start / first, start % first);
-            let out = d as *mut u32;
-            let mut i = 0;
-            while i < n {
-                let run = ((first - r) as usize).min(n - i);
-                if m.is_none() {
-                    let lanes = std::slice::from_raw_parts_mut(out.add(i), run);
+            // SAFETY: the `LaneFn` contract, passed on: `a`, `b` and `d` hold `n` u32 lanes.
+            // The slices over `a` and `b` are last used before anything is written to `d`
+            // (which may be one of them), and the slices over `d` cover lanes `i..i + run`
+            // with `i + run <= n`.
+            unsafe {
+                let bs = std::slice::from_raw_parts(b as *const u32, n);
+                let first = bs.first().copied().unwrap_or(0);
+                // The checks below fold over every lane without stopping early, so they vectorize
+                // (they are on the path of every broadcast or strided element-wise op).
+                if first == 0 || bs.iter().fold(0, |acc, &x| acc | (x ^ first)) != 0 {
                     if rem {
-                        for (v, j) in lanes.iter_mut().zip(0u32..) {
-                            *v = r + j;
+                        map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::rem);
+                    } else {
+                        map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::div);
+                    }
+                    return;
+                }
+                // Consecutive dividends (index arithmetic on %gid): step quotient and remainder along
+                // instead of dividing every lane.
+                let xs = std::slice::from_raw_parts(a as *const u32, n);
+                let start = xs.first().copied().unwrap_or(0);
+                let consecutive = xs
+                    .iter()
+                    .zip(0u32..)
+                    .fold(0, |acc, (&x, i)| acc | (x ^ start.wrapping_add(i)))
+                    == 0;
+                if !consecutive || start.checked_add(n as u32).is_none() {
+                    if rem {
+                        map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::rem);
+                    } else {
+                        map2::<u32, u32, u32>(n, d, a, b, m, <u32 as Num>::div);
+                    }
+                    return;
+                }
+                // Runs of equal quotients: the remainder counts up within a run.
+                let (mut q, mut r) = (start / first, start % first);
+                let out = d as *mut u32;
+                let mut i = 0;
+                while i < n {
+                    let run = ((first - r) as usize).min(n - i);
+                    if m.is_none() {
+                        let lanes = std::slice::from_raw_parts_mut(out.add(i), run);
+                        if rem {
+                            for (v, j) in lanes.iter_mut().zip(0u32..) {
+                                *v = r + j;
+                            }
+                        } else {
+                            lanes.fill(q);
                         }
                     } else {
-                        lanes.fill(q);
+                        for j in 0..run {
+                            store_lane(out, i + j, if rem { r + j as u32 } else { q }, m);
+                        }
                     }
-                } else {
-                    for j in 0..run {
-                        store_lane(out, i + j, if rem { r + j as u32 } else { q }, m);
-                    }
+                    i += run;
+                    r = 0;
+                    q += 1;
                 }
-                i += run;
-                r = 0;
-                q += 1;
             }
         }
         $($attr)* unsafe fn div_u32(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            divrem_u32(n, d, a, b, m, false)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { divrem_u32(n, d, a, b, m, false) }
         }
         $($attr)* unsafe fn rem_u32(n: usize, d: *mut u8, a: *const u8, b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            divrem_u32(n, d, a, b, m, true)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { divrem_u32(n, d, a, b, m, true) }
         }
 
         $($attr)* unsafe fn cvt<F: ToWide, T: FromWide>(n: usize, d: *mut u8, a: *const u8, _b: *const u8, _c: *const u8, m: Option<&[u8]>) {
-            map1::<F, T>(n, d, a, m, convert::<F, T>)
+            // SAFETY: the `LaneFn` contract, passed on.
+            unsafe { map1::<F, T>(n, d, a, m, convert::<F, T>) }
         }
 
         /// `mov.T`
@@ -632,9 +703,14 @@ dispatch! {
 
 /// `loop`: decrements the counter in active lanes and marks in `taken` the active lanes whose
 /// counter is not zero; returns how many.
+///
+/// # Safety
+/// `counter` is valid for reads and writes of `n` aligned integers of the function's type.
 pub(crate) type LoopFn =
     unsafe fn(n: usize, counter: *mut u8, mask: Option<&[u8]>, taken: &mut [u8]) -> usize;
 
+/// # Safety
+/// See [`LoopFn`].
 unsafe fn loop_dec<T: Int + FromWide>(
     n: usize,
     counter: *mut u8,
@@ -648,8 +724,10 @@ unsafe fn loop_dec<T: Int + FromWide>(
     for i in 0..n {
         let active = mask.is_none_or(|m| m[i] != 0);
         if active {
-            let v = T::sub(*c.add(i), one);
-            *c.add(i) = v;
+            // SAFETY: lane `i < n` of the counter (the contract).
+            let v = T::sub(unsafe { *c.add(i) }, one);
+            // SAFETY: as above.
+            unsafe { *c.add(i) = v };
             let t = v != zero;
             taken[i] = t as u8;
             count += t as usize;
@@ -667,12 +745,18 @@ pub(crate) fn loop_fn(ty: Type) -> Option<LoopFn> {
 
 /// Widens index lanes of any integer type to i64 (u64 values past i64::MAX saturate, which is
 /// out of bounds for every array).
+///
+/// # Safety
+/// `src` is valid for reads of `n` aligned integers of the function's type.
 pub(crate) type IndexFn = unsafe fn(n: usize, src: *const u8, out: &mut [i64]);
 
+/// # Safety
+/// See [`IndexFn`].
 unsafe fn widen_index<T: Int>(n: usize, src: *const u8, out: &mut [i64]) {
     let s = src as *const T;
     for (i, o) in out.iter_mut().enumerate().take(n) {
-        *o = (*s.add(i))
+        // SAFETY: lane `i < n` of `src` (the contract).
+        *o = unsafe { *s.add(i) }
             .to_i128()
             .clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     }

@@ -23,10 +23,12 @@ pub struct CpuMemory {
     kind: Kind,
 }
 
-// SAFETY: the memory is plain bytes; concurrent access is coordinated by the backend (copies and
-// launches on the CPU are synchronous, and kernels' own data races are documented as undefined
-// results, as on GPUs). Imported owners are Send + Sync.
+// SAFETY: the memory is plain bytes that no `&` or `&mut` reference ever covers; the backend
+// reads and writes it through raw pointers only while it holds the process-wide device lock
+// (`device_lock.rs`), and within a launch, threads that may meet use relaxed atomics of one
+// size or do not run in parallel (`memops.rs`, `bind.rs`). Imported owners are Send + Sync.
 unsafe impl Send for CpuMemory {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for CpuMemory {}
 
 impl CpuMemory {

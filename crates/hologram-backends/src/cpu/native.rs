@@ -405,6 +405,9 @@ impl NativeMap {
                         // SAFETY: the index slot holds `len` integers of the widened type; the
                         // load checks every index against the buffer's length.
                         unsafe { widen(len, ptrs[*index as usize], idx) };
+                        // SAFETY: the destination slot holds `width >= len` elements of the
+                        // load's type; the view is a live buffer of elements of that size, which
+                        // no chunk writes (`can_run`: gathered inputs overlap no output).
                         if unsafe {
                             f(
                                 len,

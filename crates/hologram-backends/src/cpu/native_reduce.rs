@@ -288,8 +288,8 @@ where
                     if arg {
                         if better(c, v, acc[t]) {
                             acc[t] = v;
-                            // SAFETY: as above for xix.
                             best[t] = match xixp {
+                                // SAFETY: as above, for xix (u32, checked by `Args::buffer`).
                                 Some(q) => unsafe { *(q.0 as *const u32).add(idx) },
                                 None => (idx - rowbase) as u32,
                             };

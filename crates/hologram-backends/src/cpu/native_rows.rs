@@ -80,9 +80,15 @@ where
     } else {
         Type::F32
     };
-    let a = |c: usize| -> A { widen(*row.first.add(c)) };
-    let b = |c: usize| -> A { widen(*row.second.add(c)) };
-    let put = |c: usize, v: A| *row.out.add(c) = widen::<A, S>(v);
+    // Every use below passes `c < cols`, inside each row (the contract). An input that overlaps
+    // the output is the output itself: raw pointers, no references, so reads after writes of
+    // the same element are fine.
+    // SAFETY: element `c < cols` of the first input.
+    let a = |c: usize| -> A { widen(unsafe { *row.first.add(c) }) };
+    // SAFETY: element `c < cols` of the second input.
+    let b = |c: usize| -> A { widen(unsafe { *row.second.add(c) }) };
+    // SAFETY: element `c < cols` of the output.
+    let put = |c: usize, v: A| unsafe { *row.out.add(c) = widen::<A, S>(v) };
     let zero: A = init(Combine::Sum, acc_ty);
     match op {
         RowOp::Softmax | RowOp::LogSoftmax => {

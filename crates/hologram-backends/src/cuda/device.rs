@@ -88,6 +88,8 @@ pub(crate) fn libraries() -> &'static Libraries {
         // SAFETY: `is_culib_present` only tries to dlopen the library names; `culib` is called
         // only once the library is known to load, so it cannot panic.
         let driver = if unsafe { sys::is_culib_present() } {
+            // SAFETY: the library loads (checked just above); the symbol is only looked up, never
+            // called or read, so its type does not matter.
             missing_symbol(DRIVER_SYMBOLS, |s| unsafe {
                 sys::culib().get::<*const ()>(s.as_bytes()).is_ok()
             })
@@ -99,7 +101,9 @@ pub(crate) fn libraries() -> &'static Libraries {
         } else {
             Err("libcuda.so.1 not found (no NVIDIA driver)".to_string())
         };
+        // SAFETY: as for libcuda above.
         let nvrtc = if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            // SAFETY: as for libcuda's symbols.
             missing_symbol(NVRTC_SYMBOLS, |s| unsafe {
                 cudarc::nvrtc::sys::culib().get::<*const ()>(s.as_bytes()).is_ok()
             })
@@ -121,6 +125,7 @@ pub(crate) fn cublas() -> &'static std::result::Result<(), String> {
     CUBLAS.get_or_init(|| {
         // SAFETY: as in `libraries`.
         if unsafe { cudarc::cublas::sys::is_culib_present() } {
+            // SAFETY: as for libcuda's symbols in `libraries`.
             missing_symbol(CUBLAS_SYMBOLS, |s| unsafe {
                 cudarc::cublas::sys::culib()
                     .get::<*const ()>(s.as_bytes())
@@ -171,6 +176,7 @@ pub(crate) struct Device {
 // SAFETY: the raw stream handle is only used through the driver API, which is thread-safe; the
 // context is made current on the calling thread before each use.
 unsafe impl Send for Device {}
+// SAFETY: as for `Send`: no field is mutated after `open`.
 unsafe impl Sync for Device {}
 
 fn unavailable(reason: impl Into<String>) -> BackendError {

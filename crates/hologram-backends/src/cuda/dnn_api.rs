@@ -82,6 +82,7 @@ api! {
 
 // SAFETY: the entry points are plain C functions; the library stays loaded for the process.
 unsafe impl Send for Api {}
+// SAFETY: as for `Send`: the table of function pointers is never mutated.
 unsafe impl Sync for Api {}
 
 /// The cuDNN entry points, or why they are unavailable (probed once; `HOLOGRAM_CUDNN=0` turns

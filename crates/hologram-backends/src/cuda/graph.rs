@@ -22,6 +22,7 @@ pub(crate) struct CudaReplay {
 // SAFETY: the handles are only used through the driver API, which is thread-safe; the context
 // is made current on the calling thread before each use.
 unsafe impl Send for CudaReplay {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for CudaReplay {}
 
 /// Captures what `work` queues on `dev`'s stream. Returns `None` (after ending the capture, so

@@ -35,6 +35,7 @@ pub(crate) struct ErrorRecord {
 // SAFETY: the pinned words are only read or written by the host after a stream synchronization,
 // under the backend's guarantees; the device pointers are plain addresses.
 unsafe impl Send for ErrorRecord {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for ErrorRecord {}
 
 impl ErrorRecord {
@@ -78,6 +79,7 @@ impl ErrorRecord {
         for (i, r) in rec.iter_mut().enumerate() {
             // SAFETY: five words, as above.
             *r = unsafe { std::ptr::read_volatile(words.add(i)) };
+            // SAFETY: as above.
             unsafe { std::ptr::write_volatile(words.add(i), 0) };
         }
         // Re-arm the flag and the stop word for later launches (ordered before them on the

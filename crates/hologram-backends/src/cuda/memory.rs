@@ -125,7 +125,9 @@ impl Pinned {
     /// # Safety
     /// No DMA into or out of the buffer may be in flight.
     unsafe fn slice_mut(&mut self, len: usize) -> &mut [u8] {
-        std::slice::from_raw_parts_mut(self.ptr, len.min(self.len))
+        // SAFETY: `ptr` addresses `self.len` bytes of pinned memory owned by `self` (borrowed
+        // mutably here), and no DMA is in flight (the contract).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(self.len)) }
     }
 }
 
@@ -234,6 +236,8 @@ impl Staging {
         self.settle(b)?;
         // SAFETY: the buffer is idle; the source range was checked by the caller.
         let buf = unsafe { self.bufs[b].slice_mut(len) };
+        // SAFETY: `buf` is pinned memory that stays allocated and untouched by the host until
+        // `settle` waits for this copy's event; the source range was checked by the caller.
         unsafe { drv::memcpy_dtoh_async(buf, src + (i * CHUNK) as u64, dev.stream) }
             .map_err(device_error("cuMemcpyDtoHAsync"))?;
         self.mark(dev, b)

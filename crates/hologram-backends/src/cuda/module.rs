@@ -23,6 +23,7 @@ pub(crate) struct Module {
 // SAFETY: module and function handles are plain driver handles, usable from any thread once
 // the context is current (the backend binds it before each use).
 unsafe impl Send for Module {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for Module {}
 
 impl Module {

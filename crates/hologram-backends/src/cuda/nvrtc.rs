@@ -85,17 +85,27 @@ pub fn compile(kernel: &str, source: &str, arch: &str, output: Output) -> Result
 }
 
 /// Reads the compiled binary (CUBIN bytes, or PTX text with its trailing NUL) of a program.
+///
+/// # Safety
+/// `prog` is a live NVRTC program that compiled successfully.
 unsafe fn binary(
     prog: sys::nvrtcProgram,
     output: Output,
 ) -> std::result::Result<Vec<u8>, rtc::NvrtcError> {
     match output {
-        Output::Ptx => Ok(rtc::get_ptx(prog)?.into_iter().map(|c| c as u8).collect()),
+        // SAFETY: `prog` is live and compiled (the contract).
+        Output::Ptx => Ok(unsafe { rtc::get_ptx(prog) }?
+            .into_iter()
+            .map(|c| c as u8)
+            .collect()),
         Output::Cubin => {
             let mut size = 0usize;
-            sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
+            // SAFETY: as above; writes one usize.
+            unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }.result()?;
             let mut buf = vec![0u8; size];
-            sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char).result()?;
+            // SAFETY: as above; writes `size` bytes into `buf`, which holds that many.
+            unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char) }
+                .result()?;
             Ok(buf)
         }
     }
