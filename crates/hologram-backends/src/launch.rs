@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hologram_isa::{Kernel, ParamKind};
 
-use crate::backend::{Capabilities, KernelArg, LaunchConfig};
+use crate::backend::{BufferArg, Capabilities, KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
 /// Checks that `len` bytes at `offset` fit in a buffer of `size` bytes.
@@ -14,6 +14,19 @@ pub fn check_range(offset: usize, len: usize, size: usize) -> Result<()> {
         Some(end) if end <= size => Ok(()),
         _ => Err(BackendError::CopyOutOfRange { offset, len, size }),
     }
+}
+
+/// Checks that a buffer argument's range lies inside `size` bytes: backends call it again with
+/// the size of their own memory type after downcasting, since a [`DeviceMemory`] implemented
+/// outside this crate may report any size.
+///
+/// [`DeviceMemory`]: crate::DeviceMemory
+pub fn check_buffer(arg: &BufferArg, size: usize) -> Result<()> {
+    check_range(arg.offset, arg.len, size).map_err(|_| BackendError::CopyOutOfRange {
+        offset: arg.offset,
+        len: arg.len,
+        size,
+    })
 }
 
 /// Checks a launch: geometry against the device's limits, and each argument against its

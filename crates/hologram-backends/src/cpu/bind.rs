@@ -7,6 +7,7 @@ use super::memops::ArrayView;
 use super::CpuMemory;
 use crate::backend::KernelArg;
 use crate::error::{BackendError, Result};
+use crate::launch::check_buffer;
 
 /// A launch's arguments as the CPU sees them.
 pub(crate) struct Bound {
@@ -36,8 +37,11 @@ pub(crate) fn bind(
         match (arg, param.kind) {
             (KernelArg::Buffer(b), ParamKind::Buffer { elem, .. }) => {
                 let m = memory(&b.memory)?;
+                // Against the allocation's own size: `check_launch` could only ask the
+                // `Memory` trait object, which need not be this allocation.
+                check_buffer(b, m.len())?;
                 let size = elem.size_bytes();
-                // SAFETY: `check_launch` checked that offset + len fits in the allocation.
+                // SAFETY: offset + len fits in the allocation (checked just above).
                 let base = unsafe { m.as_ptr().add(b.offset) };
                 if (base as usize) % size != 0 {
                     return Err(BackendError::InvalidArgument {

@@ -15,7 +15,8 @@ fn host(arg: &BufferArg, size: usize) -> Result<*mut u8> {
         .as_any()
         .downcast_ref::<CpuMemory>()
         .ok_or_else(|| BackendError::ForeignBuffer("not host memory".into()))?;
-    // SAFETY: `GemmDesc::check` verified the range lies inside the allocation.
+    crate::launch::check_buffer(arg, m.len())?;
+    // SAFETY: the range lies inside the allocation (checked just above).
     let p = unsafe { m.as_ptr().add(arg.offset) };
     if (p as usize) % size != 0 {
         return Err(BackendError::InvalidArgument {

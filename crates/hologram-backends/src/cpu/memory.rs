@@ -72,6 +72,16 @@ impl CpuMemory {
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
+
+    /// Size in bytes (the allocation's own, whatever a wrapper's `DeviceMemory::size` says).
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    /// True for a zero-byte allocation.
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
 }
 
 impl Drop for CpuMemory {

@@ -175,3 +175,53 @@ fn copies_on_one_thread_and_launches_on_another_do_not_race() {
     reader.join().expect("reader thread");
     assert_eq!(read(&b, &x)[0], 4 * 8);
 }
+
+/// Memory whose `size` overstates the allocation it hands out through `as_any`.
+struct Overstated(super::CpuMemory);
+
+impl crate::backend::DeviceMemory for Overstated {
+    fn size(&self) -> usize {
+        1 << 30
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        &self.0
+    }
+}
+
+#[test]
+fn a_memory_wrapper_that_overstates_its_size_cannot_reach_past_the_allocation() {
+    let b = CpuBackend::new();
+    let k = compile(&b, RACY);
+    let lying: Memory = Arc::new(Overstated(super::CpuMemory::new(16).expect("allocate")));
+    let far = KernelArg::Buffer(BufferArg {
+        memory: lying.clone(),
+        offset: 1 << 20,
+        len: 64,
+    });
+    let err = b
+        .launch(&k, &LaunchConfig::linear(1, 2), &[far])
+        .unwrap_err();
+    assert!(matches!(err, BackendError::CopyOutOfRange { .. }), "{err}");
+    let arg = BufferArg {
+        memory: lying,
+        offset: 0,
+        len: 4096,
+    };
+    let desc = crate::library::GemmDesc::new(hologram_isa::Type::F32, 8, 8, 8);
+    let err = b.gemm(&desc, &arg, &arg, &arg).unwrap_err();
+    assert!(matches!(err, BackendError::CopyOutOfRange { .. }), "{err}");
+}
+
+#[test]
+fn a_gemm_operand_past_its_allocation_is_an_error() {
+    let b = CpuBackend::new();
+    let small = b.allocate(256).expect("allocate");
+    let past = BufferArg {
+        memory: small.clone(),
+        offset: 1 << 20,
+        len: 256,
+    };
+    let inside = BufferArg::whole(small);
+    let desc = crate::library::GemmDesc::new(hologram_isa::Type::F32, 4, 4, 4);
+    assert!(b.gemm(&desc, &past, &inside, &inside).is_err());
+}

@@ -365,6 +365,8 @@ impl Dnn {
                 .as_any()
                 .downcast_ref::<CudaMemory>()
                 .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
+            // Against the allocation's own size (a `Memory` wrapper may report another).
+            crate::launch::check_buffer(x, crate::backend::DeviceMemory::size(m))?;
             Ok(m.address() + x.offset as u64)
         };
         let (pa, pb, po) = (ptr(a)?, ptr(b)?, ptr(out)?);

@@ -156,6 +156,8 @@ pub(crate) fn launch(
                     .as_any()
                     .downcast_ref::<CudaMemory>()
                     .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
+                // Against the allocation's own size (a `Memory` wrapper may report another).
+                crate::launch::check_buffer(b, crate::backend::DeviceMemory::size(m))?;
                 let elem = param.ty().size_bytes().max(1);
                 vals.push(m.address() + b.offset as u64);
                 vals.push((b.len / elem) as u64);

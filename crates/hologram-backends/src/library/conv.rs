@@ -88,7 +88,21 @@ impl ConvDesc {
         {
             return Err(bad(format!("the output size {:?} does not follow from the input, kernel, stride, padding and dilation", self.output)));
         }
-        let (x, wt, y) = self.sizes();
+        // The element counts, checked: a wrapped product would pass the length check below.
+        let count = |dims: &[usize]| dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let [n, ..] = self.input;
+        let (x, wt, y) = match (
+            count(&self.input),
+            count(&self.weight),
+            count(&[n, self.weight[0], self.output[0], self.output[1]]),
+        ) {
+            (Some(x), Some(wt), Some(y)) => (x, wt, y),
+            _ => {
+                return Err(bad(
+                    "the operands have more elements than fit in memory".into()
+                ))
+            }
+        };
         let want = match pass {
             ConvPass::Forward => [x, wt, y],
             ConvPass::BackwardData => [wt, y, x],
@@ -99,7 +113,12 @@ impl ConvDesc {
             .iter()
             .zip(want.iter().zip(["first", "second", "output"]))
         {
-            let bytes = elems * size;
+            let bytes = elems.checked_mul(size).ok_or_else(|| {
+                bad(format!(
+                    "the {name} operand has more bytes than fit in memory"
+                ))
+            })?;
+            crate::launch::check_buffer(arg, arg.memory.size())?;
             if bytes > arg.len {
                 return Err(bad(format!(
                     "the {name} operand needs {bytes} bytes, its buffer range has {}",

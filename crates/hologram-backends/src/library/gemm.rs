@@ -111,6 +111,7 @@ impl GemmDesc {
                     "leading dimension of {name} ({ld}) is less than its {cols} columns"
                 )));
             }
+            crate::launch::check_buffer(buf, buf.memory.size())?;
             if rows == 0 || cols == 0 || self.batch == 0 {
                 continue;
             }
