@@ -43,7 +43,9 @@ pub(crate) struct LaunchCtx<'a> {
 }
 
 // SAFETY: the raw pointers in the views point at buffers kept alive for the whole launch by the
-// caller; blocks only touch them through bounds-checked loads, stores and atomics.
+// caller; blocks only touch them through bounds-checked loads, stores and atomics, which are
+// relaxed atomics of the element size when batches run on several threads (`racy` views), and
+// batches share a thread when buffers overlap in a way atomics cannot cover (`bind.rs`).
 unsafe impl Sync for LaunchCtx<'_> {}
 
 struct Group {
