@@ -94,20 +94,37 @@ pub(crate) fn whole(globals: &[ArrayView], sizes: &[usize], p: usize) -> (usize,
     bytes_of(v, sizes[p], v.len as usize)
 }
 
-/// True when blocks of a launch may run on several threads with relaxed atomics: every two
-/// buffers that overlap have the same element size and elements at the same addresses, so
-/// racing accesses are atomics of one size on one element (Rust forbids racing atomics that
-/// overlap only partly). Otherwise the launch runs on one thread.
-pub(crate) fn same_size_overlaps_only(globals: &[ArrayView], sizes: &[usize]) -> bool {
+/// Which buffers blocks running on several threads may race on: those the kernel writes
+/// (`written[p]`) and those that overlap one it writes. Their accesses must then be relaxed
+/// atomics; the others are only read by anyone during the launch, so plain reads cannot race.
+/// `None` when some buffer overlaps a written one other than element for element (another
+/// element size, or elements at other addresses): racing atomics would overlap partly, which
+/// Rust forbids, so the launch runs on one thread.
+pub(crate) fn racy_buffers(
+    globals: &[ArrayView],
+    sizes: &[usize],
+    written: &[bool],
+) -> Option<Vec<bool>> {
     let buffers: Vec<usize> = (0..sizes.len())
         .filter(|&p| sizes[p] != 0 && globals[p].len != 0)
         .collect();
-    // Launches have a handful of buffers; the quadratic check is a few dozen compares.
-    buffers.iter().enumerate().all(|(i, &p)| {
-        buffers[i + 1..].iter().all(|&q| {
-            let apart = (globals[p].base as usize).abs_diff(globals[q].base as usize);
-            !overlaps(whole(globals, sizes, p), whole(globals, sizes, q))
-                || (sizes[p] == sizes[q] && apart % sizes[p] == 0)
-        })
-    })
+    let mut racy: Vec<bool> = (0..sizes.len())
+        .map(|p| written.get(p).copied().unwrap_or(true))
+        .collect();
+    let writes: Vec<usize> = buffers.iter().copied().filter(|&p| racy[p]).collect();
+    // Launches have a handful of buffers; the quadratic check is a few dozen compares. Only
+    // bytes of written buffers are written, so a buffer that overlaps none is only read.
+    for &w in &writes {
+        for &q in &buffers {
+            if q == w || !overlaps(whole(globals, sizes, w), whole(globals, sizes, q)) {
+                continue;
+            }
+            let apart = (globals[w].base as usize).abs_diff(globals[q].base as usize);
+            if sizes[w] != sizes[q] || apart % sizes[w] != 0 {
+                return None;
+            }
+            racy[q] = true;
+        }
+    }
+    Some(racy)
 }

@@ -106,6 +106,8 @@ pub(crate) struct CpuKernel {
     pub specials: Vec<(Special, Slot)>,
     pub consts: Vec<(Slot, Type, ConstSource)>,
     pub zero_init: Vec<Slot>,
+    /// Per parameter: the kernel stores to it or updates it atomically.
+    pub written: Vec<bool>,
     /// A native loop for a recognized element-wise map.
     pub native: Option<super::native::NativeMap>,
     /// A recognized reduction.
@@ -435,6 +437,19 @@ fn gid_copies(kernel: &Kernel) -> Vec<bool> {
         .collect()
 }
 
+/// Per parameter: whether some `st` or `atom` writes it.
+fn written_params(kernel: &Kernel) -> Vec<bool> {
+    let mut written = vec![false; kernel.params.len()];
+    for inst in &kernel.insts {
+        if let Op::St { mem, .. } | Op::Atom { mem, .. } = &inst.op {
+            if let Some(w) = written.get_mut(mem.array as usize) {
+                *w = true;
+            }
+        }
+    }
+    written
+}
+
 /// Lowers a validated kernel (checked again for what the interpreter trusts: see `trust.rs`).
 pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
     super::trust::check(kernel)?;
@@ -464,6 +479,7 @@ pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
         specials,
         consts: l.const_list,
         zero_init: kernel.facts.zero_init.clone(),
+        written: written_params(kernel),
         native: None,
         native_reduce: None,
         native_rows: None,

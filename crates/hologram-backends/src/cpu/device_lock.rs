@@ -5,7 +5,7 @@
 //! be a data race in Rust's sense, not just an unspecified result as on a GPU. Every copy,
 //! launch and GEMM of the CPU backend therefore holds this lock while it touches memory. Inside
 //! one launch, blocks that run in parallel use relaxed atomics where they may meet (`memops.rs`)
-//! or run on one thread; the lock covers everything between launches and copies. Memory can be
+//! or run on one thread (`bind.rs`); the lock covers everything between launches and copies. Memory can be
 //! shared between `CpuBackend` values (and imported twice), so the lock is per process.
 //!
 //! Launches use rayon's pool. A thread that holds the lock and waits for its parallel work must

@@ -3,7 +3,7 @@
 //! Every access is checked before anything is written: if any active lane's index is outside
 //! the array, the instruction writes nothing and reports that lane.
 //!
-//! Buffers that other threads may touch during a launch ([`ArrayView::racy`]) are read and
+//! Buffers that other threads may write during a launch ([`ArrayView::racy`]) are read and
 //! written with relaxed atomics of the element's size, so a kernel whose blocks race (a load of
 //! an element another block stores or updates atomically) gets some value, as on a GPU, instead
 //! of a Rust data race. Relaxed loads and stores are plain moves on x86-64 and AArch64; what
@@ -26,8 +26,9 @@ pub(crate) struct ArrayView {
     pub per_lane: bool,
     /// Lanes per block (for per-lane arrays).
     pub lanes: usize,
-    /// Other threads may access the array while this block runs (a buffer of a launch whose
-    /// batches run in parallel): every access is a relaxed atomic of the element's size.
+    /// Other threads may write the array while this block runs (a written buffer, or one that
+    /// overlaps it, in a launch whose batches run in parallel): every access is a relaxed
+    /// atomic of the element's size.
     pub racy: bool,
 }
 

@@ -270,12 +270,13 @@ impl Backend for CpuBackend {
             }
         }
         let batches = blocks.div_ceil(batch_blocks as u64);
-        // Batches run in parallel only where buffers that overlap do so element for element
-        // (see `Bound::same_size_overlaps_only`); their global accesses are then relaxed atomics.
-        let parallel =
-            batches > 1 && device.parallel && bind::same_size_overlaps_only(&globals, &sizes);
-        for g in &mut globals {
-            g.racy = parallel;
+        // Batches run in parallel only where buffers that overlap a written one do so element
+        // for element (see `bind::racy_buffers`); accesses to buffers that a parallel batch may
+        // write are then relaxed atomics, and the rest (inputs) plain reads.
+        let racy = bind::racy_buffers(&globals, &sizes, &k.written);
+        let parallel = batches > 1 && device.parallel && racy.is_some();
+        for (g, r) in globals.iter_mut().zip(racy.unwrap_or_default()) {
+            g.racy = parallel && r;
         }
         bump(&self.counters.generic_launches, 1);
         let failed = AtomicBool::new(false);

@@ -64,6 +64,34 @@ fn blocks_that_race_on_a_buffer_use_atomics() {
     }
 }
 
+/// A read-only parameter bound to the same memory as a written one: blocks read elements that
+/// other blocks store.
+const ALIASED_INPUT: &str = ".kernel aliased
+.param .buf.u32 src
+.param .buf.u32 dst .rw
+.param .buf.u32 seen .rw
+.shared .u32 pad[1]
+    xor.u32 %j, %gid, 2;
+    ld.u32 %v, src[%j];
+    st.u32 dst[%gid], 5;
+    st.u32 seen[%gid], %v;
+";
+
+#[test]
+fn an_input_that_aliases_an_output_is_read_atomically() {
+    let b = CpuBackend::new();
+    let k = compile(&b, ALIASED_INPUT);
+    let lanes = 16usize;
+    let data = buffer(&b, &vec![0u32; lanes]);
+    let seen = buffer(&b, &vec![7u32; lanes]);
+    let args = [whole(&data), whole(&data), whole(&seen)];
+    b.launch(&k, &LaunchConfig::linear(lanes as u32 / 2, 2), &args)
+        .expect("launch");
+    assert_eq!(read(&b, &data), vec![5; lanes]);
+    // Each lane read a neighbour of another block before or after that block's store.
+    assert!(read(&b, &seen).iter().all(|&v| v == 0 || v == 5));
+}
+
 /// The same memory bound as u32 and as u8: blocks store words that other blocks read bytewise.
 const MIXED: &str = ".kernel mixed
 .param .buf.u32 words .rw
