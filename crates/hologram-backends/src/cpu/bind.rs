@@ -95,23 +95,27 @@ pub(crate) fn whole(globals: &[ArrayView], sizes: &[usize], p: usize) -> (usize,
 }
 
 /// Which buffers blocks running on several threads may race on: those the kernel writes
-/// (`written[p]`) and those that overlap one it writes. Their accesses must then be relaxed
-/// atomics; the others are only read by anyone during the launch, so plain reads cannot race.
-/// `None` when some buffer overlaps a written one other than element for element (another
-/// element size, or elements at other addresses): racing atomics would overlap partly, which
-/// Rust forbids, so the launch runs on one thread.
+/// (`written[p]`) unless every access indexes them with the lane's own `%gid`
+/// (`gid_private[p]`: each element then belongs to one lane), and those that overlap another
+/// buffer of which one is written. Their accesses must be relaxed atomics; no other thread
+/// writes what the others touch, so plain copies cannot race there. `None` when a buffer
+/// overlaps a written one other than element for element (another element size, or elements
+/// at other addresses): racing atomics would overlap partly, which Rust forbids, so the launch
+/// runs on one thread.
 pub(crate) fn racy_buffers(
     globals: &[ArrayView],
     sizes: &[usize],
     written: &[bool],
+    gid_private: &[bool],
 ) -> Option<Vec<bool>> {
     let buffers: Vec<usize> = (0..sizes.len())
         .filter(|&p| sizes[p] != 0 && globals[p].len != 0)
         .collect();
+    let is_written = |p: usize| written.get(p).copied().unwrap_or(true);
     let mut racy: Vec<bool> = (0..sizes.len())
-        .map(|p| written.get(p).copied().unwrap_or(true))
+        .map(|p| is_written(p) && !gid_private.get(p).copied().unwrap_or(false))
         .collect();
-    let writes: Vec<usize> = buffers.iter().copied().filter(|&p| racy[p]).collect();
+    let writes: Vec<usize> = buffers.iter().copied().filter(|&p| is_written(p)).collect();
     // Launches have a handful of buffers; the quadratic check is a few dozen compares. Only
     // bytes of written buffers are written, so a buffer that overlaps none is only read.
     for &w in &writes {
@@ -123,6 +127,8 @@ pub(crate) fn racy_buffers(
             if sizes[w] != sizes[q] || apart % sizes[w] != 0 {
                 return None;
             }
+            // Another parameter reaches these elements: `%gid` no longer keeps lanes apart.
+            racy[w] = true;
             racy[q] = true;
         }
     }

@@ -108,6 +108,8 @@ pub(crate) struct CpuKernel {
     pub zero_init: Vec<Slot>,
     /// Per parameter: the kernel stores to it or updates it atomically.
     pub written: Vec<bool>,
+    /// Per parameter: every access indexes it with the lane's own `%gid` (`private.rs`).
+    pub gid_private: Vec<bool>,
     /// A native loop for a recognized element-wise map.
     pub native: Option<super::native::NativeMap>,
     /// A recognized reduction.
@@ -480,6 +482,7 @@ pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
         consts: l.const_list,
         zero_init: kernel.facts.zero_init.clone(),
         written: written_params(kernel),
+        gid_private: super::private::gid_private_params(kernel),
         native: None,
         native_reduce: None,
         native_rows: None,

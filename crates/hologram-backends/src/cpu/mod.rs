@@ -18,6 +18,7 @@ mod memory;
 mod native;
 mod native_reduce;
 mod native_rows;
+mod private;
 mod trust;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -271,9 +272,9 @@ impl Backend for CpuBackend {
         }
         let batches = blocks.div_ceil(batch_blocks as u64);
         // Batches run in parallel only where buffers that overlap a written one do so element
-        // for element (see `bind::racy_buffers`); accesses to buffers that a parallel batch may
-        // write are then relaxed atomics, and the rest (inputs) plain reads.
-        let racy = bind::racy_buffers(&globals, &sizes, &k.written);
+        // for element (see `bind::racy_buffers`); accesses to buffers where blocks on different
+        // threads may meet are then relaxed atomics, the rest plain copies.
+        let racy = bind::racy_buffers(&globals, &sizes, &k.written, &k.gid_private);
         let parallel = batches > 1 && device.parallel && racy.is_some();
         for (g, r) in globals.iter_mut().zip(racy.unwrap_or_default()) {
             g.racy = parallel && r;
