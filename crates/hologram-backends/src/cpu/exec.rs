@@ -254,11 +254,6 @@ impl BlockState {
         self.scratch.fill(0);
     }
 
-    fn slot_ptr(file: &mut [u64], lanes: usize, slot: Slot) -> *mut u8 {
-        // SAFETY: slots index regions inside the file, sized at creation.
-        unsafe { file.as_mut_ptr().add(slot as usize * lanes) as *mut u8 }
-    }
-
     fn new_mask(&mut self) -> Vec<u8> {
         self.spare_masks
             .pop()
@@ -413,13 +408,16 @@ impl BlockState {
             // The lanes this instruction applies to.
             let (use_buf, count) = match inst.guard {
                 Some((p, negate)) => {
-                    let pred = Self::slot_ptr(&mut self.file, lanes, p) as *const u8;
+                    // A predicate slot holds one byte per lane.
+                    let slot = &self.file[p as usize * lanes..(p as usize + 1) * lanes];
+                    let pred = &bytemuck::cast_slice::<u64, u8>(slot)[..lanes];
                     let g = &self.groups[gi];
+                    let flip = negate as u8;
                     let mut count = 0;
-                    for l in 0..lanes {
-                        // SAFETY: predicate slots hold `lanes` bytes.
-                        let on = g.mask[l] & (unsafe { *pred.add(l) } ^ negate as u8);
-                        self.mask[l] = on;
+                    // Zipped slices: no index checks, so the loop vectorizes.
+                    for ((m, &live), &bit) in self.mask.iter_mut().zip(&g.mask).zip(pred) {
+                        let on = live & (bit ^ flip);
+                        *m = on;
                         count += on as usize;
                     }
                     (true, count)
