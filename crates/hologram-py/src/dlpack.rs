@@ -302,6 +302,13 @@ pub fn import(
         drop(owner);
         return Tensor::from_bytes(exec, &[], &shape, dtype).py();
     }
+    if address % dtype.size() as u64 != 0 {
+        return Err(ValidationError::new_err(format!(
+            "the tensor's data (address {address:#x}) is not aligned to its {}-byte elements; \
+             pass a copy (x.copy() in NumPy, x.clone() in PyTorch)",
+            dtype.size()
+        )));
+    }
     // SAFETY: a consumed "dltensor" capsule gives us the producer's memory: `bytes` (the span
     // of the tensor's shape and strides) at `address` are allocated on the device the capsule
     // names, which was matched to `exec` above, and stay so until `owner` calls the deleter.
