@@ -85,8 +85,8 @@ cargo test -p hologram-conformance --test cuda_emulation -- --ignored
 step "differential test: 1000 random programs on the CPU (native loops, interpreter), emulated CUDA C and lavapipe, every buffer compared"
 # Release: naga's WGSL front end is several times slower unoptimized. LP_NUM_THREADS=0 runs
 # lavapipe on the calling thread: its worker threads made the run 20 times slower on a busy
-# two-core machine. CI runs a fixed seed range that passes (a fresh range found a program still
-# open, tests/differential-open/, and CI must not fail by chance); set HOLOGRAM_DIFF_SEED to
+# two-core machine. CI runs a fixed seed range (programs found by earlier ranges are kept in
+# tests/differential/, and CI must not fail by chance); set HOLOGRAM_DIFF_SEED to
 # explore new ranges. Differing programs land in target/differential-failures/.
 HOLOGRAM_DIFF_SEED=${HOLOGRAM_DIFF_SEED:-20261125000} LP_NUM_THREADS=0 \
     cargo test --release -p hologram-conformance --test differential -- --ignored

@@ -16,6 +16,7 @@ mod lanes;
 mod memops;
 mod memory;
 mod native;
+mod native_divide;
 mod native_reduce;
 mod native_rows;
 mod private;

@@ -3,11 +3,13 @@
 //! copies at all (loads read the input buffers in place; the last op writes the output in place).
 
 use hologram_compiler::patterns::MapPattern;
-use hologram_isa::{Op, Special};
+use hologram_isa::semantics::Value;
+use hologram_isa::{BinaryOp, Op, Operand, Special, Type};
 use rayon::prelude::*;
 
-use super::compile::{CpuKernel, Slot, XOp};
+use super::compile::{ConstSource, CpuKernel, Slot, XOp};
 use super::memops::ArrayView;
+use super::native_divide::InvariantDivisor;
 
 /// Elements per chunk: registers of a chunk stay in L1/L2.
 const CHUNK: usize = 4096;
@@ -37,6 +39,9 @@ pub(crate) struct NativeMap {
     dense_params: Vec<u32>,
     /// Buffers loaded at a computed index somewhere in the body (read anywhere in their range).
     gathered: Vec<u32>,
+    /// Per body instruction: a `div.u32`/`rem.u32` by a launch constant (the index of that
+    /// constant in `CpuKernel::consts`, and whether it is `rem`), run without hardware divides.
+    invariant_divisions: Vec<Option<(usize, bool)>>,
 }
 
 impl NativeMap {
@@ -150,8 +155,13 @@ impl NativeMap {
             .iter()
             .filter(|i| matches!(i.op, Op::Ld { .. }))
             .count();
+        let invariant_divisions = body
+            .iter()
+            .map(|inst| invariant_division(k, &inst.op))
+            .collect();
         NativeMap {
             pattern,
+            invariant_divisions,
             stores,
             loads,
             zero_copy_load,
@@ -321,6 +331,11 @@ impl NativeMap {
     ) -> bool {
         let failed = std::sync::atomic::AtomicBool::new(false);
         let fast = self.in_place_is_safe(k, globals, sizes, n);
+        let divisions: Vec<Option<InvariantDivisor>> = self
+            .invariant_divisions
+            .iter()
+            .map(|d| d.map(|(c, rem)| InvariantDivisor::new(const_bits[c] as u32, rem)))
+            .collect();
         // Small launches get a register file as wide as the launch, not a full chunk.
         let width = CHUNK.min(n.max(1));
         let chunks = n.div_ceil(width);
@@ -381,6 +396,12 @@ impl NativeMap {
                     fill_splat(region, const_bits[ci as usize], ty.size_bytes());
                 }
                 match &x.op {
+                    // SAFETY: both slots hold `len` u32 values (the instruction is `.u32`).
+                    XOp::Compute { d, a, .. } if divisions[i].is_some() => unsafe {
+                        if let Some(div) = &divisions[i] {
+                            div.apply_raw(len, ptrs[*d as usize], ptrs[*a as usize])
+                        }
+                    },
                     // SAFETY: slot pointers address `len` valid elements of the right type.
                     XOp::Compute { f, d, a, b, c } => unsafe {
                         f(
@@ -473,6 +494,30 @@ impl NativeMap {
         }
         !failed.load(std::sync::atomic::Ordering::Relaxed)
     }
+}
+
+/// `(constant index, is rem)` when `op` is a `div.u32` or `rem.u32` whose divisor is a scalar
+/// parameter or a literal (the same for every element of a launch).
+fn invariant_division(k: &CpuKernel, op: &Op<u32>) -> Option<(usize, bool)> {
+    let Op::Binary {
+        op: bop @ (BinaryOp::Div | BinaryOp::Rem),
+        ty: Type::U32,
+        b,
+        ..
+    } = op
+    else {
+        return None;
+    };
+    let source = match b {
+        Operand::Param(p) => ConstSource::Param(*p),
+        Operand::Imm(imm) => ConstSource::Value(Value::from_imm(*imm, Type::U32)),
+        _ => return None,
+    };
+    let c = k
+        .consts
+        .iter()
+        .position(|&(_, ty, src)| ty == Type::U32 && src == source)?;
+    Some((c, *bop == BinaryOp::Rem))
 }
 
 /// Fills the first `region.len()` elements of `size` bytes with the low bytes of `bits`

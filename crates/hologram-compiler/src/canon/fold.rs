@@ -198,8 +198,8 @@ fn simplify(op: &Op<u32>, vals: &[Val]) -> Option<Result<usize, Value>> {
             let t = matches!(cmp, CmpOp::Eq | CmpOp::Le | CmpOp::Ge);
             Some(Err(Value::Pred(t)))
         }
-        // Reinterpreting a type as itself copies.
-        Op::Bitcast { to, from, .. } if to == from => Some(Ok(0)),
+        // Reinterpreting or converting a type as itself copies (NaN payloads included).
+        Op::Bitcast { to, from, .. } | Op::Cvt { to, from, .. } if to == from => Some(Ok(0)),
         Op::Selp { .. } => {
             let (a, b, p) = (vals[0], vals[1], vals[2]);
             if a == b || p == Val::Const(Type::Pred, 1) {

@@ -110,6 +110,12 @@ impl Gen<'_> {
                             let g = |x: &str| super::math::opaque(*ty, x);
                             let b_expr = if a_op == b { b_expr } else { g(&b_expr) };
                             binary(*op, *ty, &g(&a), &b_expr, self.opts.float64)
+                        } else if ty.is_float() && *op == BinaryOp::Sub {
+                            // Drivers also find equal operands the program does not spell the
+                            // same (lavapipe folds `x - neg(neg(x))` and `x - f32(f64(x))` to 0,
+                            // wrong for NaN and infinities): a shielded subtrahend hides that.
+                            let b_expr = super::math::opaque(*ty, &b_expr);
+                            binary(*op, *ty, &a, &b_expr, self.opts.float64)
                         } else {
                             binary(*op, *ty, &a, &b_expr, self.opts.float64)
                         }
