@@ -3,7 +3,6 @@ device placement and DLPack."""
 
 from __future__ import annotations
 
-import numbers
 import threading
 
 import numpy as np
@@ -39,16 +38,6 @@ def _as_tensor_like(x, like: "Tensor") -> "Tensor":
     if isinstance(x, Tensor):
         return x
     return full((), x, dtype=like.dtype, device=like.executor)
-
-
-def _operand(x):
-    if isinstance(x, Tensor):
-        return x._t
-    if isinstance(x, (bool, np.bool_)):
-        return float(x)
-    if isinstance(x, numbers.Number):
-        return float(x)
-    raise TypeError(f"unsupported operand {type(x).__name__}")
 
 
 class Tensor:
@@ -150,7 +139,7 @@ class Tensor:
 
     def realize(self) -> "Tensor":
         """Runs any pending expression."""
-        return Tensor._wrap(self._t.realize())
+        return _wrap(self._t.realize())
 
     def __dlpack__(self, stream=None, **kwargs):
         return self._t.__dlpack__(stream)
@@ -163,21 +152,23 @@ class Tensor:
         return f"Tensor({body}, dtype={self._t.dtype}, device='{self.device}')"
 
     # ----- element-wise -----
+    # Each operator is one native call plus the wrapper object: the native side takes the other
+    # operand as it comes (a Tensor, a number) and raises TypeError for anything else.
     def _bin(self, name, other, reverse=False):
-        return Tensor._wrap(self._t.binary(name, _operand(other), reverse))
+        return _wrap(self._t.binary(name, other, reverse))
 
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("sub", o)
-    def __rsub__(self, o): return self._bin("sub", o, True)
-    def __mul__(self, o): return self._bin("mul", o)
-    def __rmul__(self, o): return self._bin("mul", o, True)
-    def __mod__(self, o): return self._bin("rem", o)
+    def __add__(self, o): return _wrap(self._t.binary("add", o))
+    def __radd__(self, o): return _wrap(self._t.binary("add", o, True))
+    def __sub__(self, o): return _wrap(self._t.binary("sub", o))
+    def __rsub__(self, o): return _wrap(self._t.binary("sub", o, True))
+    def __mul__(self, o): return _wrap(self._t.binary("mul", o))
+    def __rmul__(self, o): return _wrap(self._t.binary("mul", o, True))
+    def __mod__(self, o): return _wrap(self._t.binary("rem", o))
     def __pow__(self, o): return self._as_float()._bin("pow", o)
     def __rpow__(self, o): return self._as_float()._bin("pow", o, True)
-    def __and__(self, o): return self._bin("and", o)
-    def __or__(self, o): return self._bin("or", o)
-    def __xor__(self, o): return self._bin("xor", o)
+    def __and__(self, o): return _wrap(self._t.binary("and", o))
+    def __or__(self, o): return _wrap(self._t.binary("or", o))
+    def __xor__(self, o): return _wrap(self._t.binary("xor", o))
 
     def _as_float(self) -> "Tensor":
         return self if self._t.dtype.startswith(("f", "b")) and self._t.dtype != "bool" else self.astype("float32")
@@ -194,25 +185,25 @@ class Tensor:
             return (self / o).floor()
         return self._bin("div", o)
 
-    def __neg__(self): return Tensor._wrap(self._t.unary("neg"))
-    def __abs__(self): return Tensor._wrap(self._t.unary("abs"))
-    def __invert__(self): return Tensor._wrap(self._t.unary("not"))
+    def __neg__(self): return _wrap(self._t.unary("neg"))
+    def __abs__(self): return _wrap(self._t.unary("abs"))
+    def __invert__(self): return _wrap(self._t.unary("not"))
     def __pos__(self): return self
 
     def __matmul__(self, o): return matmul(self, o)
     def __rmatmul__(self, o): return matmul(asarray(o, device=self.executor), self)
 
-    def __eq__(self, o): return Tensor._wrap(self._t.compare("eq", _operand(o)))
-    def __ne__(self, o): return Tensor._wrap(self._t.compare("ne", _operand(o)))
-    def __lt__(self, o): return Tensor._wrap(self._t.compare("lt", _operand(o)))
-    def __le__(self, o): return Tensor._wrap(self._t.compare("le", _operand(o)))
-    def __gt__(self, o): return Tensor._wrap(self._t.compare("gt", _operand(o)))
-    def __ge__(self, o): return Tensor._wrap(self._t.compare("ge", _operand(o)))
+    def __eq__(self, o): return _wrap(self._t.compare("eq", o))
+    def __ne__(self, o): return _wrap(self._t.compare("ne", o))
+    def __lt__(self, o): return _wrap(self._t.compare("lt", o))
+    def __le__(self, o): return _wrap(self._t.compare("le", o))
+    def __gt__(self, o): return _wrap(self._t.compare("gt", o))
+    def __ge__(self, o): return _wrap(self._t.compare("ge", o))
 
     __hash__ = object.__hash__
 
     def _un(self, name):
-        return Tensor._wrap(self._t.unary(name))
+        return _wrap(self._t.unary(name))
 
     def abs(self): return self._un("abs")
     def sqrt(self): return self._un("sqrt")
@@ -241,16 +232,11 @@ class Tensor:
     clamp = clip
 
     # ----- reductions -----
-    def _axes(self, axis):
-        if axis is None:
-            return []
-        return [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
-
-    def sum(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("sum", self._axes(axis), keepdims))
-    def mean(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("mean", self._axes(axis), keepdims))
-    def prod(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("prod", self._axes(axis), keepdims))
-    def max(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("max", self._axes(axis), keepdims))
-    def min(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("min", self._axes(axis), keepdims))
+    def sum(self, axis=None, keepdims=False): return _wrap(self._t.reduce("sum", _axes(axis), keepdims))
+    def mean(self, axis=None, keepdims=False): return _wrap(self._t.reduce("mean", _axes(axis), keepdims))
+    def prod(self, axis=None, keepdims=False): return _wrap(self._t.reduce("prod", _axes(axis), keepdims))
+    def max(self, axis=None, keepdims=False): return _wrap(self._t.reduce("max", _axes(axis), keepdims))
+    def min(self, axis=None, keepdims=False): return _wrap(self._t.reduce("min", _axes(axis), keepdims))
     def argmax(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, False))
     def argmin(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, True))
 
@@ -344,6 +330,22 @@ class Tensor:
         target = self[key]
         src = value if isinstance(value, Tensor) else asarray(value, dtype=self.dtype, device=self.executor)
         src._t.copy_into(target._t)
+
+
+_new_object = object.__new__
+
+
+def _wrap(t) -> Tensor:
+    """A Tensor around a native tensor (what ``Tensor._wrap`` does, without the method lookup)."""
+    obj = _new_object(Tensor)
+    obj._t = t
+    return obj
+
+
+def _axes(axis) -> list:
+    if axis is None:
+        return []
+    return [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
 
 
 def asarray(obj, dtype=None, device=None, copy=None) -> Tensor:

@@ -20,6 +20,37 @@ pub fn nogil<T: Send>(
     py.detach(f).py()
 }
 
+/// Elements of work on the CPU backend below which a call keeps the GIL: the work takes less
+/// time than releasing and re-taking the GIL (about 0.1-0.3 µs, more when other threads wait
+/// for it), so releasing it would only slow the call. 2^15 f32 elements take several µs.
+pub const KEEP_GIL_BELOW_ELEMENTS: usize = 1 << 15;
+
+/// Runs `f`, releasing the GIL unless the work is short: under
+/// [`KEEP_GIL_BELOW_ELEMENTS`] elements on the CPU backend, which runs it synchronously. On a
+/// GPU backend a call may wait for the device, so it always releases the GIL.
+pub fn run<T: Send>(
+    py: Python<'_>,
+    exec: &Executor,
+    elements: usize,
+    f: impl FnOnce() -> hologram_core::Result<T> + Send,
+) -> PyRes<T> {
+    if elements < KEEP_GIL_BELOW_ELEMENTS && exec.backend_type() == BackendType::Cpu {
+        f().py()
+    } else {
+        nogil(py, f)
+    }
+}
+
+/// The elements a call on `tensors` works through: the largest tensor, or pending expression
+/// a tensor would run first.
+pub fn work(tensors: &[&Tensor]) -> usize {
+    tensors
+        .iter()
+        .map(|t| t.numel().max(t.pending_elements()))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Runs kernels on one backend; owns its caching allocator and kernel cache.
 #[pyclass(name = "Executor", module = "hologram._native", frozen)]
 pub struct PyExecutor {

@@ -8,7 +8,9 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::expr::{BinaryFn, Graph, Node, NodeId, UnaryFn};
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::lazy::{merge, scalar_value, LazyTensor, Operand};
+use smallvec::SmallVec;
+
+use crate::tensor::lazy::{scalar_value, Builder, LazyTensor};
 use crate::tensor::{Source, Tensor};
 
 /// A scalar or tensor right-hand side.
@@ -43,29 +45,27 @@ fn combine(
     for p in parts {
         parts[0].check_same_executor(p)?;
     }
-    let make = |realize: bool| -> Result<(Graph, Vec<NodeId>, Vec<crate::tensor::lazy::Input>)> {
-        let mut ops = Vec::new();
+    let make = |realize: bool| -> Result<(Graph, NodeId, Vec<crate::tensor::lazy::Input>)> {
+        let mut b = Builder::new(shape);
+        let mut roots: SmallVec<[NodeId; 4]> = SmallVec::new();
         for p in parts {
-            let t = if realize { p.realize()? } else { (*p).clone() };
-            let mut op = Operand::of(&t)?;
-            if op.position_dependent() && op.shape != shape {
-                op = Operand::of(&t.realize()?)?;
-            }
-            ops.push(op.broadcast(shape)?);
+            roots.push(if realize {
+                b.tensor(&p.realize()?)?
+            } else {
+                b.tensor(p)?
+            });
         }
         for &(v, dt) in scalars {
-            ops.push(Operand::scalar(scalar_value(v, dt), dt));
+            roots.push(b.scalar(scalar_value(v, dt), dt));
         }
-        let (mut graph, roots, inputs) = merge(&ops);
-        let root = build(&mut graph, &roots);
-        let _ = graph.dtype(root);
-        Ok((graph, vec![root], inputs))
+        let root = build(&mut b.graph, &roots);
+        Ok((b.graph, root, b.inputs))
     };
-    let (mut graph, mut roots, mut inputs) = make(false)?;
+    let (mut graph, mut root, mut inputs) = make(false)?;
     if LazyTensor::is_large(&graph, &inputs) {
-        (graph, roots, inputs) = make(true)?;
+        (graph, root, inputs) = make(true)?;
     }
-    let lazy = LazyTensor::new(graph, roots[0], inputs, shape);
+    let lazy = LazyTensor::new(graph, root, inputs, shape);
     Ok(Tensor {
         exec,
         dtype,
