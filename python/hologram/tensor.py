@@ -139,7 +139,9 @@ class Tensor:
 
     def realize(self) -> "Tensor":
         """Runs any pending expression."""
-        return _wrap(self._t.realize())
+        r = _new_object(Tensor)
+        r._t = self._t.realize()
+        return r
 
     def __dlpack__(self, stream=None, **kwargs):
         return self._t.__dlpack__(stream)
@@ -152,17 +154,42 @@ class Tensor:
         return f"Tensor({body}, dtype={self._t.dtype}, device='{self.device}')"
 
     # ----- element-wise -----
-    # Each operator is one native call plus the wrapper object: the native side takes the other
+    # Each operator is one native call plus its wrapper object, made inline (a call to _wrap
+    # would be another Python frame on the hottest path). The native side takes the other
     # operand as it comes (a Tensor, a number) and raises TypeError for anything else.
     def _bin(self, name, other, reverse=False):
         return _wrap(self._t.binary(name, other, reverse))
 
-    def __add__(self, o): return _wrap(self._t.binary("add", o))
-    def __radd__(self, o): return _wrap(self._t.binary("add", o, True))
-    def __sub__(self, o): return _wrap(self._t.binary("sub", o))
-    def __rsub__(self, o): return _wrap(self._t.binary("sub", o, True))
-    def __mul__(self, o): return _wrap(self._t.binary("mul", o))
-    def __rmul__(self, o): return _wrap(self._t.binary("mul", o, True))
+    def __add__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("add", o)
+        return r
+
+    def __radd__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("add", o, True)
+        return r
+
+    def __sub__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("sub", o)
+        return r
+
+    def __rsub__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("sub", o, True)
+        return r
+
+    def __mul__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("mul", o)
+        return r
+
+    def __rmul__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("mul", o, True)
+        return r
+
     def __mod__(self, o): return _wrap(self._t.binary("rem", o))
     def __pow__(self, o): return self._as_float()._bin("pow", o)
     def __rpow__(self, o): return self._as_float()._bin("pow", o, True)

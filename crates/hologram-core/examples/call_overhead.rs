@@ -2,7 +2,8 @@
 //! element-wise op, running it into an existing tensor, a reduction read back as a number.
 //! What the Python call path adds is measured by `bench/run.py --only python_overhead`.
 //!
-//! `cargo run --release -p hologram-core --example call_overhead -- [elements] [calls]`
+//! `cargo run --release -p hologram-core --example call_overhead -- [elements] [calls] [row]`
+//! (`row`: only the rows whose name contains it)
 
 use std::time::Instant;
 
@@ -29,6 +30,7 @@ fn main() -> hologram_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(16);
     let calls: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let only = args.get(3).cloned().unwrap_or_default();
     let exec = Executor::cpu();
     let a = Tensor::randn(&exec, &[n], 1, DType::F32)?.realize()?;
     let b = Tensor::randn(&exec, &[n], 2, DType::F32)?.realize()?;
@@ -80,7 +82,7 @@ fn main() -> hologram_core::Result<()> {
         ),
     ];
     println!("{n} elements, {} backend", exec.backend_type());
-    for (name, mut f) in rows {
+    for (name, mut f) in rows.into_iter().filter(|(name, _)| name.contains(&only)) {
         println!("{name:<32} {:8.3} us", per_call(calls, &mut f));
     }
     Ok(())

@@ -2,7 +2,9 @@
 //! friends). Each is one native call that validates its arguments and runs the op; the Python
 //! module only re-exports these functions, so a call does no Python-level work.
 
-use hologram_core::{BinaryFn, DType, Executor, ReduceOp, Tensor, UnaryFn};
+use std::borrow::Cow;
+
+use hologram_core::{BackendType, BinaryFn, DType, ReduceOp, Tensor, UnaryFn};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
@@ -11,14 +13,14 @@ use crate::errors::{PyRes, ValidationError};
 use crate::executor::{run, PyExecutor};
 use crate::tensor::PyTensor;
 
-/// The native executor of `exec`: a `hologram.Executor` (its `_e`) or a native executor.
-fn executor_of(exec: &Bound<'_, PyAny>) -> PyRes<Executor> {
+/// The backend of `exec`: a `hologram.Executor` (its `_e`) or a native executor.
+fn backend_of(exec: &Bound<'_, PyAny>) -> PyRes<BackendType> {
     if let Ok(e) = exec.cast::<PyExecutor>() {
-        return Ok(e.get().e.clone());
+        return Ok(e.get().e.backend_type());
     }
     if let Ok(inner) = exec.getattr(intern!(exec.py(), "_e")) {
         if let Ok(e) = inner.cast::<PyExecutor>() {
-            return Ok(e.get().e.clone());
+            return Ok(e.get().e.backend_type());
         }
     }
     Err(ValidationError::new_err(format!(
@@ -27,15 +29,15 @@ fn executor_of(exec: &Bound<'_, PyAny>) -> PyRes<Executor> {
     )))
 }
 
-/// The tensor behind a buffer: a `hologram.Buffer` or `hologram.Tensor` (their `_t`), or a
-/// native tensor.
-fn tensor_of(buf: &Bound<'_, PyAny>) -> PyRes<Tensor> {
+/// The native tensor behind a buffer: a `hologram.Buffer` or `hologram.Tensor` (their `_t`),
+/// or a native tensor.
+fn tensor_of<'py>(buf: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyTensor>> {
     if let Ok(t) = buf.cast::<PyTensor>() {
-        return Ok(t.get().t.clone());
+        return Ok(t.clone());
     }
     if let Ok(inner) = buf.getattr(intern!(buf.py(), "_t")) {
-        if let Ok(t) = inner.cast::<PyTensor>() {
-            return Ok(t.get().t.clone());
+        if let Ok(t) = inner.cast_into::<PyTensor>() {
+            return Ok(t);
         }
     }
     Err(ValidationError::new_err(format!(
@@ -51,26 +53,24 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "an object".into())
 }
 
-/// The executor and the tensors of a call, checked to be on the executor's backend.
-fn operands<const N: usize>(
-    exec: &Bound<'_, PyAny>,
-    bufs: [&Bound<'_, PyAny>; N],
-) -> PyRes<(Executor, [Tensor; N])> {
-    let e = executor_of(exec)?;
+/// The native tensors of a call's buffers, checked to be on the executor's backend.
+fn operands<'py, const N: usize>(
+    exec: &Bound<'py, PyAny>,
+    bufs: [&Bound<'py, PyAny>; N],
+) -> PyRes<[Bound<'py, PyTensor>; N]> {
+    let backend = backend_of(exec)?;
     let mut ts = Vec::with_capacity(N);
     for b in bufs {
         let t = tensor_of(b)?;
-        if t.executor().backend_type() != e.backend_type() {
+        if t.get().t.executor().backend_type() != backend {
             return Err(ValidationError::new_err(
                 "the buffer belongs to another executor",
             ));
         }
         ts.push(t);
     }
-    let ts: [Tensor; N] = ts
-        .try_into()
-        .map_err(|_| crate::errors::HologramError::new_err("operand count mismatch"))?;
-    Ok((e, ts))
+    ts.try_into()
+        .map_err(|_| crate::errors::HologramError::new_err("operand count mismatch"))
 }
 
 /// The element count of a call: `n`, or the smallest buffer when `n` is None.
@@ -86,11 +86,11 @@ fn count(n: Option<i64>, ts: &[&Tensor]) -> PyRes<usize> {
 }
 
 /// The first `k` elements of a buffer (itself when that is all of a 1-D buffer).
-fn head(t: &Tensor, k: usize) -> hologram_core::Result<Tensor> {
+fn head(t: &Tensor, k: usize) -> hologram_core::Result<Cow<'_, Tensor>> {
     if t.rank() == 1 && t.numel() == k {
-        Ok(t.clone())
+        Ok(Cow::Borrowed(t))
     } else {
-        t.slice(0, 0, k, 1)
+        t.slice(0, 0, k, 1).map(Cow::Owned)
     }
 }
 
@@ -107,10 +107,11 @@ macro_rules! binary_ops {
             c: &Bound<'_, PyAny>,
             n: Option<i64>,
         ) -> PyRes<()> {
-            let (e, [a, b, c]) = operands(exec, [a, b, c])?;
-            let k = count(n, &[&a, &b, &c])?;
-            run(py, &e, k, || {
-                head(&a, k)?.binary(BinaryFn::$f, &head(&b, k)?)?.copy_into(&head(&c, k)?)
+            let [a, b, c] = operands(exec, [a, b, c])?;
+    let (a, b, c) = (&a.get().t, &b.get().t, &c.get().t);
+            let k = count(n, &[a, b, c])?;
+            run(py, a.executor(), k, || {
+                head(&a, k)?.binary(BinaryFn::$f, &*head(&b, k)?)?.copy_into(&*head(&c, k)?)
             })
         }
     )*};
@@ -137,9 +138,10 @@ macro_rules! unary_ops {
             c: &Bound<'_, PyAny>,
             n: Option<i64>,
         ) -> PyRes<()> {
-            let (e, [a, c]) = operands(exec, [a, c])?;
-            let k = count(n, &[&a, &c])?;
-            run(py, &e, k, || head(&a, k)?.unary(UnaryFn::$f)?.copy_into(&head(&c, k)?))
+            let [a, c] = operands(exec, [a, c])?;
+    let (a, c) = (&a.get().t, &c.get().t);
+            let k = count(n, &[a, c])?;
+            run(py, a.executor(), k, || head(&a, k)?.unary(UnaryFn::$f)?.copy_into(&*head(&c, k)?))
         }
     )*};
 }
@@ -169,12 +171,13 @@ fn clip(
     hi: f64,
     n: Option<i64>,
 ) -> PyRes<()> {
-    let (e, [a, c]) = operands(exec, [a, c])?;
-    let k = count(n, &[&a, &c])?;
-    run(py, &e, k, || {
+    let [a, c] = operands(exec, [a, c])?;
+    let (a, c) = (&a.get().t, &c.get().t);
+    let k = count(n, &[a, c])?;
+    run(py, a.executor(), k, || {
         head(&a, k)?
             .clip(Some(lo), Some(hi))?
-            .copy_into(&head(&c, k)?)
+            .copy_into(&*head(&c, k)?)
     })
 }
 
@@ -191,9 +194,10 @@ macro_rules! scalar_ops {
             c: &Bound<'_, PyAny>,
             n: Option<i64>,
         ) -> PyRes<()> {
-            let (e, [a, c]) = operands(exec, [a, c])?;
-            let k = count(n, &[&a, &c])?;
-            run(py, &e, k, || head(&a, k)?.binary(BinaryFn::$f, scalar)?.copy_into(&head(&c, k)?))
+            let [a, c] = operands(exec, [a, c])?;
+    let (a, c) = (&a.get().t, &c.get().t);
+            let k = count(n, &[a, c])?;
+            run(py, a.executor(), k, || head(&a, k)?.binary(BinaryFn::$f, scalar)?.copy_into(&*head(&c, k)?))
         }
     )*};
 }
@@ -206,23 +210,27 @@ scalar_ops! {
 /// Writes a one-element result to `out[0]` when an output buffer is given.
 fn store_first(r: &Tensor, out: Option<&Tensor>) -> hologram_core::Result<()> {
     match out {
-        Some(o) => r.reshape(&[1])?.copy_into(&head(o, 1)?),
+        Some(o) => r.reshape(&[1])?.copy_into(&*head(o, 1)?),
         None => Ok(()),
     }
 }
 
-/// The executor and tensors of a call with an optional output buffer.
-fn with_out<const N: usize>(
-    exec: &Bound<'_, PyAny>,
-    bufs: [&Bound<'_, PyAny>; N],
-    out: Option<&Bound<'_, PyAny>>,
-) -> PyRes<(Executor, [Tensor; N], Option<Tensor>)> {
-    let (e, ts) = operands(exec, bufs)?;
+/// The native tensors of a call with an optional output buffer.
+#[allow(clippy::type_complexity)]
+fn with_out<'py, const N: usize>(
+    exec: &Bound<'py, PyAny>,
+    bufs: [&Bound<'py, PyAny>; N],
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyRes<([Bound<'py, PyTensor>; N], Option<Bound<'py, PyTensor>>)> {
+    let ts = operands(exec, bufs)?;
     let out = match out {
-        Some(o) => Some(operands(exec, [o])?.1[0].clone()),
+        Some(o) => {
+            let [o] = operands(exec, [o])?;
+            Some(o)
+        }
         None => None,
     };
-    Ok((e, ts, out))
+    Ok((ts, out))
 }
 
 macro_rules! reductions {
@@ -237,11 +245,12 @@ macro_rules! reductions {
             out: Option<&Bound<'_, PyAny>>,
             n: Option<i64>,
         ) -> PyRes<f64> {
-            let (e, [a], out) = with_out(exec, [a], out)?;
-            let k = count(n, &[&a])?;
-            run(py, &e, k, || {
+            let ([a], out) = with_out(exec, [a], out)?;
+            let (a, out) = (&a.get().t, out.as_ref().map(|o| &o.get().t));
+            let k = count(n, &[a])?;
+            run(py, a.executor(), k, || {
                 let r = head(&a, k)?.reduce(ReduceOp::$op, &[], false)?;
-                store_first(&r, out.as_ref())?;
+                store_first(&r, out)?;
                 r.item()
             })
         }
@@ -265,10 +274,11 @@ fn softmax(
     c: &Bound<'_, PyAny>,
     n: Option<i64>,
 ) -> PyRes<()> {
-    let (e, [a, c]) = operands(exec, [a, c])?;
-    let k = count(n, &[&a, &c])?;
-    run(py, &e, k, || {
-        head(&a, k)?.softmax(-1)?.copy_into(&head(&c, k)?)
+    let [a, c] = operands(exec, [a, c])?;
+    let (a, c) = (&a.get().t, &c.get().t);
+    let k = count(n, &[a, c])?;
+    run(py, a.executor(), k, || {
+        head(&a, k)?.softmax(-1)?.copy_into(&*head(&c, k)?)
     })
 }
 
@@ -290,7 +300,8 @@ fn gemm(
     n: usize,
     k: usize,
 ) -> PyRes<()> {
-    let (_, [a, b, c]) = operands(exec, [a, b, c])?;
+    let [a, b, c] = operands(exec, [a, b, c])?;
+    let (a, b, c) = (&a.get().t, &b.get().t, &c.get().t);
     if a.numel() < m * k || b.numel() < k * n || c.numel() < m * n {
         return Err(ValidationError::new_err(format!(
             "gemm {m}x{k} @ {k}x{n} does not fit the buffers ({}, {}, {})",
@@ -303,7 +314,7 @@ fn gemm(
         matrix(&a, m, k)?
             .matmul(&matrix(&b, k, n)?)?
             .reshape(&[-1])?
-            .copy_into(&head(&c, m * n)?)
+            .copy_into(&*head(&c, m * n)?)
     })
 }
 
@@ -318,7 +329,8 @@ fn matvec(
     m: usize,
     n: usize,
 ) -> PyRes<()> {
-    let (_, [a, x, y]) = operands(exec, [a, x, y])?;
+    let [a, x, y] = operands(exec, [a, x, y])?;
+    let (a, x, y) = (&a.get().t, &x.get().t, &y.get().t);
     if a.numel() < m * n || x.numel() < n || y.numel() < m {
         return Err(ValidationError::new_err(format!(
             "matvec {m}x{n} @ {n} does not fit the buffers ({}, {}, {})",
@@ -329,8 +341,8 @@ fn matvec(
     }
     crate::executor::nogil(py, move || {
         matrix(&a, m, n)?
-            .matmul(&head(&x, n)?)?
-            .copy_into(&head(&y, m)?)
+            .matmul(&*head(&x, n)?)?
+            .copy_into(&*head(&y, m)?)
     })
 }
 
@@ -347,11 +359,12 @@ macro_rules! losses {
             out: Option<&Bound<'_, PyAny>>,
             n: Option<i64>,
         ) -> PyRes<f64> {
-            let (e, [p, t], out) = with_out(exec, [pred, target], out)?;
-            let k = count(n, &[&p, &t])?;
-            run(py, &e, k, || {
-                let r = head(&p, k)?.$method(&head(&t, k)?)?;
-                store_first(&r, out.as_ref())?;
+            let ([p, t], out) = with_out(exec, [pred, target], out)?;
+            let (p, t, out) = (&p.get().t, &t.get().t, out.as_ref().map(|o| &o.get().t));
+            let k = count(n, &[p, t])?;
+            run(py, p.executor(), k, || {
+                let r = head(&p, k)?.$method(&*head(&t, k)?)?;
+                store_first(&r, out)?;
                 r.item()
             })
         }
@@ -377,7 +390,8 @@ fn cross_entropy(
     batch: Option<usize>,
     classes: Option<usize>,
 ) -> PyRes<f64> {
-    let (e, [l, t], out) = with_out(exec, [logits, targets], out)?;
+    let ([l, t], out) = with_out(exec, [logits, targets], out)?;
+    let (l, t, out) = (&l.get().t, &t.get().t, out.as_ref().map(|o| &o.get().t));
     let batch = batch.unwrap_or(t.numel());
     let classes = classes.unwrap_or(l.numel() / batch.max(1));
     if l.numel() < batch * classes || t.numel() < batch {
@@ -387,9 +401,9 @@ fn cross_entropy(
             t.numel()
         )));
     }
-    run(py, &e, batch * classes, || {
+    run(py, l.executor(), batch * classes, || {
         let r = matrix(&l, batch, classes)?.cross_entropy(&head(&t, batch)?.cast(DType::I64)?)?;
-        store_first(&r, out.as_ref())?;
+        store_first(&r, out)?;
         r.item()
     })
 }
@@ -404,9 +418,12 @@ fn copy(
     dst: &Bound<'_, PyAny>,
     n: Option<i64>,
 ) -> PyRes<()> {
-    let (e, [s, d]) = operands(exec, [src, dst])?;
-    let k = count(n, &[&s, &d])?;
-    run(py, &e, k, || head(&s, k)?.copy_into(&head(&d, k)?))
+    let [s, d] = operands(exec, [src, dst])?;
+    let (s, d) = (&s.get().t, &d.get().t);
+    let k = count(n, &[s, d])?;
+    run(py, s.executor(), k, || {
+        head(&s, k)?.copy_into(&*head(&d, k)?)
+    })
 }
 
 /// ``buf[:n] = value``.
@@ -419,10 +436,11 @@ fn fill(
     value: f64,
     n: Option<i64>,
 ) -> PyRes<()> {
-    let (e, [b]) = operands(exec, [buf])?;
-    let k = count(n, &[&b])?;
-    run(py, &e, k, || {
-        Tensor::full(b.executor(), &[k], value, b.dtype())?.copy_into(&head(&b, k)?)
+    let [b] = operands(exec, [buf])?;
+    let b = &b.get().t;
+    let k = count(n, &[b])?;
+    run(py, b.executor(), k, || {
+        Tensor::full(b.executor(), &[k], value, b.dtype())?.copy_into(&*head(&b, k)?)
     })
 }
 

@@ -43,7 +43,7 @@ impl Access {
 pub(crate) struct Spec<'a> {
     pub graph: &'a Graph,
     pub root: NodeId,
-    pub inputs: Vec<(DType, Access)>,
+    pub inputs: smallvec::SmallVec<[(DType, Access); 8]>,
     pub rank: usize,
     pub out: (DType, Access),
 }

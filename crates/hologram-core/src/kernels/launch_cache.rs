@@ -64,11 +64,11 @@ impl LaunchCache {
         found
     }
 
-    pub fn insert(&self, key: Vec<u64>, kernel: CompiledKernel) {
+    pub fn insert(&self, key: &[u64], kernel: CompiledKernel) {
         self.kernels
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, kernel);
+            .insert(key.to_vec(), kernel);
     }
 
     /// Launches served from the cache.
@@ -76,6 +76,9 @@ impl LaunchCache {
         self.hits.load(Ordering::Relaxed)
     }
 }
+
+/// A launch key, held inline for expressions of up to a dozen nodes.
+pub(crate) type Key = smallvec::SmallVec<[u64; 32]>;
 
 fn access_code(a: Access) -> u64 {
     match a {
@@ -89,8 +92,8 @@ fn access_code(a: Access) -> u64 {
 /// The launch key of an element-wise kernel: every field of `spec` (which determines the
 /// kernel text), encoded so that different specs give different keys. Each node is a tag word
 /// (kind, dtype, function) followed by its operands; a scalar carries its type and bits.
-pub(crate) fn key(spec: &Spec<'_>) -> Vec<u64> {
-    let mut k = Vec::with_capacity(4 + 2 * spec.graph.nodes.len() + spec.inputs.len());
+pub(crate) fn key(spec: &Spec<'_>) -> Key {
+    let mut k = Key::new();
     k.push(spec.root as u64 | (spec.rank as u64) << 32);
     k.push(spec.out.0 as u64 | access_code(spec.out.1) << 8 | (spec.inputs.len() as u64) << 16);
     for &(dt, access) in &spec.inputs {
@@ -131,11 +134,11 @@ mod tests {
         g
     }
 
-    fn spec(g: &Graph, input: Access, out: Access) -> Vec<u64> {
+    fn spec(g: &Graph, input: Access, out: Access) -> Key {
         key(&Spec {
             graph: g,
             root: 2,
-            inputs: vec![(DType::F32, input)],
+            inputs: smallvec::smallvec![(DType::F32, input)],
             rank: 1,
             out: (DType::F32, out),
         })

@@ -277,19 +277,31 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
         return Ok(());
     }
     // Dimensions that every operand walks as one (a broadcast mask over [batch, heads] rows, a
-    // contiguous run) are merged, so kernels compute fewer coordinates per element.
-    let mut layouts: SmallVec<[Layout; 4]> = lazy.inputs.iter().map(|i| i.layout.clone()).collect();
-    layouts.push(out.layout.clone());
-    let shape = coalesce(&lazy.shape, &mut layouts);
-    let out_layout = layouts.pop().unwrap_or_else(|| out.layout.clone());
+    // contiguous run) are merged, so kernels compute fewer coordinates per element. Dense
+    // row-major operands (the common case) merge into one dimension walked at `%gid`, which
+    // needs no layout work.
+    let dense = |l: &Layout| {
+        l.offset == 0 && l.shape.as_slice() == lazy.shape.as_slice() && l.is_contiguous()
+    };
+    let (shape, layouts, out_layout) =
+        if dense(&out.layout) && lazy.inputs.iter().all(|i| dense(&i.layout)) {
+            (smallvec::smallvec![n], SmallVec::new(), None)
+        } else {
+            let mut layouts: SmallVec<[Layout; 4]> =
+                lazy.inputs.iter().map(|i| i.layout.clone()).collect();
+            layouts.push(out.layout.clone());
+            let shape = coalesce(&lazy.shape, &mut layouts);
+            let out_layout = layouts.pop();
+            (shape, layouts, out_layout)
+        };
     let rank = shape.len();
-    let inputs: Vec<(DType, Access)> = lazy
+    let inputs: SmallVec<[(DType, Access); 8]> = lazy
         .inputs
         .iter()
-        .zip(&layouts)
-        .map(|(i, l)| (i.dtype, Access::of(l)))
+        .enumerate()
+        .map(|(k, i)| (i.dtype, layouts.get(k).map_or(Access::Dense, Access::of)))
         .collect();
-    let out_access = match Access::of(&out_layout) {
+    let out_access = match out_layout.as_ref().map_or(Access::Dense, Access::of) {
         Access::Scalar if n > 1 => Access::Strided,
         a => a,
     };
@@ -309,14 +321,14 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
             // paths.
             let map = out_access == Access::Dense;
             let k = exec.compile(&crate::kernels::generated_kernel(program, map)?)?;
-            exec.inner.launch_cache.insert(key, k.clone());
+            exec.inner.launch_cache.insert(&key, k.clone());
             k
         }
     };
     let strided =
         spec.inputs.iter().any(|(_, a)| *a == Access::Strided) || out_access == Access::Strided;
     let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
-    let mut args = Vec::with_capacity(
+    let mut args: SmallVec<[KernelArg; 12]> = SmallVec::with_capacity(
         2 * spec.inputs.len()
             + 2
             + if strided {
@@ -325,21 +337,21 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
                 0
             },
     );
-    for ((input, layout), (_, access)) in lazy.inputs.iter().zip(&layouts).zip(&spec.inputs) {
+    for (k, (input, (_, access))) in lazy.inputs.iter().zip(&spec.inputs).enumerate() {
         args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
-        if *access != Access::Dense {
+        if let Some(layout) = layouts.get(k).filter(|_| *access != Access::Dense) {
             args.push(u(layout.offset));
-        }
-        if *access == Access::Strided {
-            args.extend(layout.strides.iter().map(|&s| u(s)));
+            if *access == Access::Strided {
+                args.extend(layout.strides.iter().map(|&s| u(s)));
+            }
         }
     }
     args.push(KernelArg::Buffer(out_storage.arg(0, out_storage.bytes)));
-    if out_access != Access::Dense {
-        args.push(u(out_layout.offset));
-    }
-    if out_access == Access::Strided {
-        args.extend(out_layout.strides.iter().map(|&s| u(s)));
+    if let Some(layout) = out_layout.as_ref().filter(|_| out_access != Access::Dense) {
+        args.push(u(layout.offset));
+        if out_access == Access::Strided {
+            args.extend(layout.strides.iter().map(|&s| u(s)));
+        }
     }
     args.push(u(n));
     if strided {
