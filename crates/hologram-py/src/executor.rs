@@ -1,6 +1,6 @@
 //! `hologram._native.Executor`
 
-use hologram_core::{availability, BackendType, DType, Executor, Tensor};
+use hologram_core::{availability, availability_of, BackendType, DType, Executor, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -126,6 +126,7 @@ impl PyExecutor {
         d.set_item("peak_reserved", a.peak_reserved)?;
         d.set_item("kernels_compiled", k.compiles)?;
         d.set_item("kernel_cache_hits", k.hits)?;
+        d.set_item("launch_cache_hits", k.launch_hits)?;
         d.set_item("launches", self.e.launch_count())?;
         let b = self.e.stats().backend;
         d.set_item("backend_compiles", b.compiles)?;
@@ -246,6 +247,17 @@ pub fn backends() -> Vec<(String, bool, String)> {
             Err(reason) => (a.backend.name().to_string(), false, reason),
         })
         .collect()
+}
+
+/// Whether one backend (`cpu`, `cuda`, `vulkan`, ...) can run here: `(available, detail)`,
+/// the device name or why not. Opens only that backend.
+#[pyfunction]
+pub fn backend_status(name: &str) -> PyRes<(bool, String)> {
+    let kind = name.parse::<BackendType>().py()?;
+    Ok(match availability_of(kind).status {
+        Ok(info) => (true, info.name),
+        Err(reason) => (false, reason),
+    })
 }
 
 /// The backend `Executor('auto')` would pick.

@@ -33,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plan::PyPlan>()?;
     m.add_function(wrap_pyfunction!(executor::backends, m)?)?;
     m.add_function(wrap_pyfunction!(executor::default_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(executor::backend_status, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_submodule(&seed_ops::module(m.py())?)?;
