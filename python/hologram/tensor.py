@@ -108,13 +108,8 @@ class Tensor:
         return self.numpy().tolist()
 
     def item(self):
-        v = self._t.item()
-        name = self._t.dtype
-        if name == "bool":
-            return bool(v)
-        if not name.startswith(("f", "b")):
-            return int(v)
-        return v
+        """The one element as a Python bool, int or float (by dtype)."""
+        return self._t.value()
 
     def __float__(self):
         return float(self._t.item())
@@ -259,11 +254,16 @@ class Tensor:
     clamp = clip
 
     # ----- reductions -----
-    def sum(self, axis=None, keepdims=False): return _wrap(self._t.reduce("sum", _axes(axis), keepdims))
-    def mean(self, axis=None, keepdims=False): return _wrap(self._t.reduce("mean", _axes(axis), keepdims))
-    def prod(self, axis=None, keepdims=False): return _wrap(self._t.reduce("prod", _axes(axis), keepdims))
-    def max(self, axis=None, keepdims=False): return _wrap(self._t.reduce("max", _axes(axis), keepdims))
-    def min(self, axis=None, keepdims=False): return _wrap(self._t.reduce("min", _axes(axis), keepdims))
+    # `axis`: None, an int or a sequence of ints, handed to the native side as it is.
+    def sum(self, axis=None, keepdims=False):
+        r = _new_object(Tensor)
+        r._t = self._t.reduce("sum", axis, keepdims)
+        return r
+
+    def mean(self, axis=None, keepdims=False): return _wrap(self._t.reduce("mean", axis, keepdims))
+    def prod(self, axis=None, keepdims=False): return _wrap(self._t.reduce("prod", axis, keepdims))
+    def max(self, axis=None, keepdims=False): return _wrap(self._t.reduce("max", axis, keepdims))
+    def min(self, axis=None, keepdims=False): return _wrap(self._t.reduce("min", axis, keepdims))
     def argmax(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, False))
     def argmin(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, True))
 
@@ -367,12 +367,6 @@ def _wrap(t) -> Tensor:
     obj = _new_object(Tensor)
     obj._t = t
     return obj
-
-
-def _axes(axis) -> list:
-    if axis is None:
-        return []
-    return [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
 
 
 def asarray(obj, dtype=None, device=None, copy=None) -> Tensor:

@@ -144,3 +144,28 @@ def test_large_work_runs_with_the_gil_released_and_gives_the_same_results():
     hg.ops.relu(ex, a, c)
     np.testing.assert_array_equal(c.to_numpy(), np.maximum(x, 0))
     assert hg.ops.sum(ex, c) == pytest.approx(float(np.maximum(x, 0).sum()), rel=1e-4)
+
+
+def test_item_gives_a_python_number_of_the_dtype_exactly():
+    big = 2**62 + 1  # not a float64: item() reads the integer itself
+    t = hg.asarray(np.array([big], np.int64), device="cpu")
+    assert t.item() == big and type(t.item()) is int
+    assert hg.asarray(np.array([True]), device="cpu").item() is True
+    assert hg.asarray(np.array([2**63 + 5], np.uint64), device="cpu").item() == 2**63 + 5
+    half = hg.asarray(np.array([1.5], np.float16), device="cpu").item()
+    assert type(half) is float and half == 1.5
+    assert hg.asarray(np.array([200, 100], np.uint8), device="cpu").sum().item() == 300
+    with pytest.raises(hg.ValidationError, match="one element"):
+        hg.asarray([1.0, 2.0], device="cpu").item()
+
+
+def test_reduction_axes_may_be_none_an_int_or_a_sequence():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = hg.asarray(x, device="cpu")
+    np.testing.assert_array_equal(t.sum().numpy(), x.sum())
+    np.testing.assert_array_equal(t.sum(axis=1).numpy(), x.sum(axis=1))
+    np.testing.assert_array_equal(t.sum(axis=np.int64(-1)).numpy(), x.sum(axis=-1))
+    np.testing.assert_array_equal(t.max(axis=(0, 2)).numpy(), x.max(axis=(0, 2)))
+    np.testing.assert_array_equal(t.mean(axis=[2], keepdims=True).numpy(), x.mean(axis=2, keepdims=True))
+    with pytest.raises(TypeError):
+        t.sum(axis="1")

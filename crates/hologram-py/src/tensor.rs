@@ -307,6 +307,53 @@ impl PyTensor {
         run(py, t.executor(), work(&[t, o]), || t.copy_into(o))
     }
 
+    /// The one element as a Python number of its dtype: bool, int (integers exactly) or float.
+    fn value<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        let t = &self.t;
+        let bytes = run(py, t.executor(), work(&[t]), || {
+            if t.numel() != 1 {
+                return Err(hologram_core::Error::ShapeMismatch(format!(
+                    "item() needs one element, the tensor has shape {:?}",
+                    t.shape()
+                )));
+            }
+            t.to_bytes()
+        })?;
+        let mut w = [0u8; 8];
+        let size = bytes.len().min(8);
+        w[..size].copy_from_slice(&bytes[..size]);
+        let (lo2, lo4, all) = (
+            [w[0], w[1]],
+            [w[0], w[1], w[2], w[3]],
+            u64::from_le_bytes(w),
+        );
+        Ok(match t.dtype() {
+            DType::Bool => pyo3::types::PyBool::new(py, w[0] != 0)
+                .to_owned()
+                .into_any(),
+            DType::U8 => w[0].into_pyobject(py)?.into_any(),
+            DType::I8 => (w[0] as i8).into_pyobject(py)?.into_any(),
+            DType::I16 => i16::from_le_bytes(lo2).into_pyobject(py)?.into_any(),
+            DType::U16 => u16::from_le_bytes(lo2).into_pyobject(py)?.into_any(),
+            DType::I32 => i32::from_le_bytes(lo4).into_pyobject(py)?.into_any(),
+            DType::U32 => u32::from_le_bytes(lo4).into_pyobject(py)?.into_any(),
+            DType::I64 => (all as i64).into_pyobject(py)?.into_any(),
+            DType::U64 => all.into_pyobject(py)?.into_any(),
+            DType::F16 => half::f16::from_le_bytes(lo2)
+                .to_f64()
+                .into_pyobject(py)?
+                .into_any(),
+            DType::BF16 => half::bf16::from_le_bytes(lo2)
+                .to_f64()
+                .into_pyobject(py)?
+                .into_any(),
+            DType::F32 => (f32::from_le_bytes(lo4) as f64)
+                .into_pyobject(py)?
+                .into_any(),
+            DType::F64 => f64::from_bits(all).into_pyobject(py)?.into_any(),
+        })
+    }
+
     /// The one element as a float.
     fn item(&self, py: Python<'_>) -> PyRes<f64> {
         let t = &self.t;
@@ -352,8 +399,23 @@ impl PyTensor {
         wrap(self.t.clip(lo, hi))
     }
 
-    #[pyo3(signature = (op, axes, keepdim = false))]
-    fn reduce(&self, py: Python<'_>, op: &str, axes: Vec<isize>, keepdim: bool) -> PyRes<PyTensor> {
+    /// Reduces over `axes`: None (every axis), one axis, or a sequence of axes.
+    #[pyo3(signature = (op, axes = None, keepdim = false))]
+    fn reduce(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        axes: Option<&Bound<'_, PyAny>>,
+        keepdim: bool,
+    ) -> PyRes<PyTensor> {
+        let axes: Vec<isize> = match axes {
+            None => Vec::new(),
+            Some(a) if a.is_none() => Vec::new(),
+            Some(a) => match a.extract::<isize>() {
+                Ok(one) => vec![one],
+                Err(_) => a.extract::<Vec<isize>>()?,
+            },
+        };
         let (t, op) = (&self.t, reduce_op(op)?);
         Ok(PyTensor {
             t: run(py, t.executor(), work(&[t]), || {

@@ -24,6 +24,7 @@ use hologram_compiler::patterns::Pattern;
 use hologram_compiler::Canonical;
 use hologram_isa::ParamKind;
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 pub use memory::CpuMemory;
 
@@ -221,8 +222,10 @@ impl Backend for CpuBackend {
             (BATCH_LANES / block_lanes).max(1)
         };
         let lanes = block_lanes * batch_blocks;
-        let mut globals = Vec::with_capacity(args.len());
-        let mut scalars = Vec::with_capacity(args.len());
+        // Held inline for launches of up to 16 parameters: a tiny launch otherwise spends a
+        // visible part of its time in the allocator.
+        let mut globals: SmallVec<[ArrayView; 16]> = SmallVec::with_capacity(args.len());
+        let mut scalars: SmallVec<[Option<u64>; 16]> = SmallVec::with_capacity(args.len());
         for (param, arg) in kern.params.iter().zip(args) {
             match (arg, param.kind) {
                 (KernelArg::Buffer(b), ParamKind::Buffer { elem, .. }) => {
@@ -253,7 +256,8 @@ impl Backend for CpuBackend {
         if let Some(native) = &k.native {
             let total = blocks.saturating_mul(block_lanes as u64);
             if let Some(n) = native.count(&globals, &scalars, total) {
-                let sizes: Vec<usize> = kern.params.iter().map(|p| p.ty().size_bytes()).collect();
+                let sizes: SmallVec<[usize; 16]> =
+                    kern.params.iter().map(|p| p.ty().size_bytes()).collect();
                 if native.can_run(&globals, &sizes, n)
                     && native.run(k, &globals, &const_bits, &sizes, n)
                 {
@@ -292,8 +296,8 @@ impl Backend for CpuBackend {
             batch_blocks,
             lanes,
             gid_block_major: exec::gid_is_block_major(config.grid, config.block),
-            globals,
-            const_bits,
+            globals: globals.into_vec(),
+            const_bits: const_bits.into_vec(),
             timeout: config.effective_timeout(),
             failed: &failed,
         };

@@ -160,6 +160,7 @@ mod tests {
                 "--test-threads=1",
             ])
             .env("HOLOGRAM_DRIVER_OUTPUT_CHILD", "1")
+            .env_remove(SHOW_DRIVER_OUTPUT_ENV)
             .output()
             .expect("run the child");
         let err = String::from_utf8_lossy(&out.stderr);
