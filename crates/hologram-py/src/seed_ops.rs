@@ -111,7 +111,7 @@ macro_rules! binary_ops {
     let (a, b, c) = (&a.get().t, &b.get().t, &c.get().t);
             let k = count(n, &[a, b, c])?;
             run(py, a.executor(), k, || {
-                head(&a, k)?.binary(BinaryFn::$f, &*head(&b, k)?)?.copy_into(&*head(&c, k)?)
+                head(&a, k)?.binary_into(BinaryFn::$f, &*head(&b, k)?, &*head(&c, k)?)
             })
         }
     )*};
@@ -141,7 +141,7 @@ macro_rules! unary_ops {
             let [a, c] = operands(exec, [a, c])?;
     let (a, c) = (&a.get().t, &c.get().t);
             let k = count(n, &[a, c])?;
-            run(py, a.executor(), k, || head(&a, k)?.unary(UnaryFn::$f)?.copy_into(&*head(&c, k)?))
+            run(py, a.executor(), k, || head(&a, k)?.unary_into(UnaryFn::$f, &*head(&c, k)?))
         }
     )*};
 }
@@ -197,7 +197,7 @@ macro_rules! scalar_ops {
             let [a, c] = operands(exec, [a, c])?;
     let (a, c) = (&a.get().t, &c.get().t);
             let k = count(n, &[a, c])?;
-            run(py, a.executor(), k, || head(&a, k)?.binary(BinaryFn::$f, scalar)?.copy_into(&*head(&c, k)?))
+            run(py, a.executor(), k, || head(&a, k)?.binary_into(BinaryFn::$f, scalar, &*head(&c, k)?))
         }
     )*};
 }
