@@ -10,6 +10,9 @@ use std::time::Instant;
 use hologram_core::{BinaryFn, DType, Executor, LaunchConfig, ReduceOp, Tensor};
 use hologram_isa::semantics::Value;
 
+/// One timed operation.
+type Call<'a> = Box<dyn FnMut() -> hologram_core::Result<()> + 'a>;
+
 /// Microseconds per call of `f`, the best of five runs of `calls` calls.
 fn per_call(calls: usize, mut f: impl FnMut() -> hologram_core::Result<()>) -> f64 {
     for _ in 0..calls.min(1000) {
@@ -46,7 +49,7 @@ fn main() -> hologram_core::Result<()> {
     );
     let launch_args = [x.arg(), y.arg(), z.arg(), Value::U32(n as u32).into()];
     let config = LaunchConfig::for_elements(n as u64, 256);
-    let rows: [(&str, Box<dyn FnMut() -> hologram_core::Result<()>>); 7] = [
+    let rows: [(&str, Call); 7] = [
         (
             "launch of a compiled add",
             Box::new(|| exec.launch(&add, &config, &launch_args)),

@@ -8,7 +8,9 @@ use common::*;
 use hologram_core::{BinaryFn, DType, Error, Executor, Tensor, UnaryFn};
 
 fn values(exec: &Executor, n: usize, seed: f32) -> Tensor {
-    let data: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37 + seed).sin() * 4.0).collect();
+    let data: Vec<f32> = (0..n)
+        .map(|i| (i as f32 * 0.37 + seed).sin() * 4.0)
+        .collect();
     Tensor::from_slice(exec, &data, &[n]).unwrap()
 }
 
@@ -83,5 +85,8 @@ fn repeated_launches_of_one_expression_come_from_the_launch_cache() {
     a.binary_into(BinaryFn::Mul, 4.0, &out).unwrap();
     assert_eq!(exec.kernel_cache_stats().compiles, after.compiles + 2);
     let want: Vec<f64> = f64s(&a).iter().map(|x| x * 4.0).collect();
-    assert_eq!(f64s(&out), want.iter().map(|&x| x as f32 as f64).collect::<Vec<_>>());
+    assert_eq!(
+        f64s(&out),
+        want.iter().map(|&x| x as f32 as f64).collect::<Vec<_>>()
+    );
 }

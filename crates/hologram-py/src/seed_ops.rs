@@ -111,7 +111,7 @@ macro_rules! binary_ops {
     let (a, b, c) = (&a.get().t, &b.get().t, &c.get().t);
             let k = count(n, &[a, b, c])?;
             run(py, a.executor(), k, || {
-                head(&a, k)?.binary_into(BinaryFn::$f, &*head(&b, k)?, &*head(&c, k)?)
+                head(a, k)?.binary_into(BinaryFn::$f, &*head(b, k)?, &*head(c, k)?)
             })
         }
     )*};
@@ -141,7 +141,7 @@ macro_rules! unary_ops {
             let [a, c] = operands(exec, [a, c])?;
     let (a, c) = (&a.get().t, &c.get().t);
             let k = count(n, &[a, c])?;
-            run(py, a.executor(), k, || head(&a, k)?.unary_into(UnaryFn::$f, &*head(&c, k)?))
+            run(py, a.executor(), k, || head(a, k)?.unary_into(UnaryFn::$f, &*head(c, k)?))
         }
     )*};
 }
@@ -175,9 +175,9 @@ fn clip(
     let (a, c) = (&a.get().t, &c.get().t);
     let k = count(n, &[a, c])?;
     run(py, a.executor(), k, || {
-        head(&a, k)?
+        head(a, k)?
             .clip(Some(lo), Some(hi))?
-            .copy_into(&*head(&c, k)?)
+            .copy_into(&*head(c, k)?)
     })
 }
 
@@ -197,7 +197,7 @@ macro_rules! scalar_ops {
             let [a, c] = operands(exec, [a, c])?;
     let (a, c) = (&a.get().t, &c.get().t);
             let k = count(n, &[a, c])?;
-            run(py, a.executor(), k, || head(&a, k)?.binary_into(BinaryFn::$f, scalar, &*head(&c, k)?))
+            run(py, a.executor(), k, || head(a, k)?.binary_into(BinaryFn::$f, scalar, &*head(c, k)?))
         }
     )*};
 }
@@ -249,7 +249,7 @@ macro_rules! reductions {
             let (a, out) = (&a.get().t, out.as_ref().map(|o| &o.get().t));
             let k = count(n, &[a])?;
             run(py, a.executor(), k, || {
-                let r = head(&a, k)?.reduce(ReduceOp::$op, &[], false)?;
+                let r = head(a, k)?.reduce(ReduceOp::$op, &[], false)?;
                 store_first(&r, out)?;
                 r.item()
             })
@@ -278,7 +278,7 @@ fn softmax(
     let (a, c) = (&a.get().t, &c.get().t);
     let k = count(n, &[a, c])?;
     run(py, a.executor(), k, || {
-        head(&a, k)?.softmax(-1)?.copy_into(&*head(&c, k)?)
+        head(a, k)?.softmax(-1)?.copy_into(&*head(c, k)?)
     })
 }
 
@@ -311,10 +311,10 @@ fn gemm(
         )));
     }
     crate::executor::nogil(py, move || {
-        matrix(&a, m, k)?
-            .matmul(&matrix(&b, k, n)?)?
+        matrix(a, m, k)?
+            .matmul(&matrix(b, k, n)?)?
             .reshape(&[-1])?
-            .copy_into(&*head(&c, m * n)?)
+            .copy_into(&*head(c, m * n)?)
     })
 }
 
@@ -340,9 +340,9 @@ fn matvec(
         )));
     }
     crate::executor::nogil(py, move || {
-        matrix(&a, m, n)?
-            .matmul(&*head(&x, n)?)?
-            .copy_into(&*head(&y, m)?)
+        matrix(a, m, n)?
+            .matmul(&*head(x, n)?)?
+            .copy_into(&*head(y, m)?)
     })
 }
 
@@ -363,7 +363,7 @@ macro_rules! losses {
             let (p, t, out) = (&p.get().t, &t.get().t, out.as_ref().map(|o| &o.get().t));
             let k = count(n, &[p, t])?;
             run(py, p.executor(), k, || {
-                let r = head(&p, k)?.$method(&*head(&t, k)?)?;
+                let r = head(p, k)?.$method(&*head(t, k)?)?;
                 store_first(&r, out)?;
                 r.item()
             })
@@ -402,7 +402,7 @@ fn cross_entropy(
         )));
     }
     run(py, l.executor(), batch * classes, || {
-        let r = matrix(&l, batch, classes)?.cross_entropy(&head(&t, batch)?.cast(DType::I64)?)?;
+        let r = matrix(l, batch, classes)?.cross_entropy(&head(t, batch)?.cast(DType::I64)?)?;
         store_first(&r, out)?;
         r.item()
     })
@@ -421,9 +421,7 @@ fn copy(
     let [s, d] = operands(exec, [src, dst])?;
     let (s, d) = (&s.get().t, &d.get().t);
     let k = count(n, &[s, d])?;
-    run(py, s.executor(), k, || {
-        head(&s, k)?.copy_into(&*head(&d, k)?)
-    })
+    run(py, s.executor(), k, || head(s, k)?.copy_into(&*head(d, k)?))
 }
 
 /// ``buf[:n] = value``.
@@ -440,7 +438,7 @@ fn fill(
     let b = &b.get().t;
     let k = count(n, &[b])?;
     run(py, b.executor(), k, || {
-        Tensor::full(b.executor(), &[k], value, b.dtype())?.copy_into(&*head(&b, k)?)
+        Tensor::full(b.executor(), &[k], value, b.dtype())?.copy_into(&*head(b, k)?)
     })
 }
 
