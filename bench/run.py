@@ -50,14 +50,16 @@ def measure(fn, sync=lambda: None, warmup=3, reps=11, budget_s=3.0):
     return measure_interleaved({"_": (fn, sync)}, warmup, reps, budget_s)["_"]
 
 
-def measure_interleaved(cases, warmup=3, reps=11, budget_s=3.0, block=3):
+def measure_interleaved(cases, warmup=3, reps=11, budget_s=3.0, block=3, calls=1):
     """Median and minimum seconds of each case. Implementations take turns in blocks of `block`
     back-to-back runs, so every one sees the same machine state (frequency, other load) over the
     run; the first run of a block is not counted, because on a small machine it pays for the
     previous library's threads still spinning and its data leaving the caches.
 
     `cases` maps a name to `(fn, sync)`; a case whose warm-up raises is reported as the error
-    string instead of timings, so one failing implementation does not lose the others.
+    string instead of timings, so one failing implementation does not lose the others. A run is
+    `calls` calls of `fn` and one `sync`, reported per call (for sub-microsecond calls, where the
+    clock and the loop would otherwise be a visible part of one call).
     """
     live, out = {}, {}
     for name, (fn, sync) in cases.items():
@@ -77,9 +79,10 @@ def measure_interleaved(cases, warmup=3, reps=11, budget_s=3.0, block=3):
             sync()
             for _ in range(counted):
                 t = now()
-                fn()
+                for _ in range(calls):
+                    fn()
                 sync()
-                times[name].append(now() - t)
+                times[name].append((now() - t) / calls)
         if now() - start > budget_s and r >= 1:
             break
     for name, ts in times.items():
@@ -141,10 +144,10 @@ class Bench:
         rate = f"{row['rate']:.1f} {unit}" if work is not None else ""
         print(f"{workload:<22} {size:>12} {impl:<16} {med * 1e6:>12.1f} us  {rate}", flush=True)
 
-    def compare(self, workload, size, cases, work=None, unit=None, reps=11, notes=None):
+    def compare(self, workload, size, cases, work=None, unit=None, reps=11, notes=None, calls=1):
         """Times every implementation in `cases` ({impl: (fn, sync)}) interleaved; adds the rows."""
         cases = {k: v for k, v in cases.items() if v is not None}
-        results = measure_interleaved(cases, reps=reps, budget_s=self.budget_s)
+        results = measure_interleaved(cases, reps=reps, budget_s=self.budget_s, calls=calls)
         for impl in cases:
             self.add(workload, size, impl, results[impl], work, unit, (notes or {}).get(impl, ""))
 
@@ -328,17 +331,35 @@ class Bench:
         self.compare("tiny kernel latency", 1, impls, reps=201)
 
     def python_overhead(self):
-        """The seed API's tiny call: hg.ops.vector_add on 16 elements vs NumPy and torch."""
-        ex = self.ex
-        a, b, c = (ex.allocate(16) for _ in range(3))
-        x = np.ones(16, dtype=np.float32)
+        """Per-call cost of tiny ops through the Python API (16 elements) against NumPy and torch
+        in the same run, each sample 100 calls: the seed API's hg.ops.vector_add, tensor `a + b`
+        (run with .realize(); also just recorded, as a lazy op is until its result is needed), and
+        a sum read back as a Python number."""
+        ex, n, calls = self.ex, 16, 100
+        nosync = lambda: None  # noqa: E731
+        a, b, c = (ex.allocate(n) for _ in range(3))
+        x = np.ones(n, dtype=np.float32)
         out = np.empty_like(x)
-        impls = {"hologram": (lambda: hg.ops.vector_add(ex, a, b, c), self.hsync),
-                 "numpy": (lambda: np.add(x, x, out=out), lambda: None)}
+        ha = hg.asarray(x, device=self.device).realize()
+        hb = hg.asarray(x, device=self.device).realize()
+        add = {"hologram": (lambda: hg.ops.vector_add(ex, a, b, c), self.hsync),
+               "numpy": (lambda: np.add(x, x, out=out), nosync)}
+        plus = {"hologram": (lambda: (ha + hb).realize(), self.hsync),
+                "hologram (recorded)": (lambda: ha + hb, nosync),
+                "numpy": (lambda: x + x, nosync)}
+        total = {"hologram": (lambda: hg.ops.sum(ex, a), self.hsync),
+                 "hologram tensor": (lambda: ha.sum().item(), self.hsync),
+                 "numpy": (lambda: float(x.sum()), nosync)}
         if torch is not None:
-            t, o = torch.ones(16), torch.empty(16)
-            impls["torch"] = (lambda: torch.add(t, t, out=o), lambda: None)
-        self.compare("ops.vector_add(16)", 16, impls, reps=201)
+            t, o = torch.ones(n, device=self.tdev), torch.empty(n, device=self.tdev)
+            add["torch"] = (lambda: torch.add(t, t, out=o), self.tsync)
+            plus["torch"] = (lambda: t + t, self.tsync)
+            total["torch"] = (lambda: t.sum().item(), self.tsync)
+        self.compare("ops.vector_add(16)", n, add, reps=201, calls=calls)
+        self.compare("tensor a + b (16)", n, plus, reps=201, calls=calls,
+                     notes={"hologram (recorded)": "lazy: records the op, runs nothing"})
+        self.compare("sum(16) as a number", n, total, reps=201, calls=calls,
+                     notes={"hologram": "hg.ops.sum", "hologram tensor": "a.sum().item()"})
 
     def transfers(self):
         """Host<->device bandwidth through Buffer.from_numpy / to_numpy, against a JSON round trip

@@ -4,12 +4,14 @@ from . import _native
 
 
 def available_backends() -> dict:
-    """``{name: (available, detail)}``: the device for available backends, else why not."""
+    """``{name: (available, detail)}``: the device for available backends, else why not (this
+    opens every backend; ``is_cuda_available()`` and friends check one)."""
     return {name: (ok, detail) for name, ok, detail in _native.backends()}
 
 
 def _available(name: str) -> bool:
-    return available_backends().get(name, (False, ""))[0]
+    # Only the backend asked about is opened: checking CUDA must not start the Vulkan loader.
+    return _native.backend_status(name)[0]
 
 
 def is_cuda_available() -> bool:

@@ -42,7 +42,8 @@ class Executor:
 
     def stats(self) -> dict:
         """Counters: the allocator (``allocations``, ``cache_hits``, ``bytes_in_use``, ...), the
-        kernel cache (``kernels_compiled``, ``kernel_cache_hits``), the backend's compiler and
+        kernel cache (``kernels_compiled``, ``kernel_cache_hits``; ``launch_cache_hits``: repeated
+        element-wise launches that skipped building their kernel), the backend's compiler and
         disk cache (``backend_compiles``, ``disk_cache_hits``, ``disk_cache_writes``,
         ``code_bytes``), the launch paths (``library_launches`` for recognized patterns and
         vendor libraries, ``generic_launches``) and ``launches``."""

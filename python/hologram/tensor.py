@@ -3,7 +3,6 @@ device placement and DLPack."""
 
 from __future__ import annotations
 
-import numbers
 import threading
 
 import numpy as np
@@ -39,16 +38,6 @@ def _as_tensor_like(x, like: "Tensor") -> "Tensor":
     if isinstance(x, Tensor):
         return x
     return full((), x, dtype=like.dtype, device=like.executor)
-
-
-def _operand(x):
-    if isinstance(x, Tensor):
-        return x._t
-    if isinstance(x, (bool, np.bool_)):
-        return float(x)
-    if isinstance(x, numbers.Number):
-        return float(x)
-    raise TypeError(f"unsupported operand {type(x).__name__}")
 
 
 class Tensor:
@@ -119,13 +108,8 @@ class Tensor:
         return self.numpy().tolist()
 
     def item(self):
-        v = self._t.item()
-        name = self._t.dtype
-        if name == "bool":
-            return bool(v)
-        if not name.startswith(("f", "b")):
-            return int(v)
-        return v
+        """The one element as a Python bool, int or float (by dtype)."""
+        return self._t.value()
 
     def __float__(self):
         return float(self._t.item())
@@ -150,7 +134,9 @@ class Tensor:
 
     def realize(self) -> "Tensor":
         """Runs any pending expression."""
-        return Tensor._wrap(self._t.realize())
+        r = _new_object(Tensor)
+        r._t = self._t.realize()
+        return r
 
     def __dlpack__(self, stream=None, **kwargs):
         return self._t.__dlpack__(stream)
@@ -163,21 +149,48 @@ class Tensor:
         return f"Tensor({body}, dtype={self._t.dtype}, device='{self.device}')"
 
     # ----- element-wise -----
+    # Each operator is one native call plus its wrapper object, made inline (a call to _wrap
+    # would be another Python frame on the hottest path). The native side takes the other
+    # operand as it comes (a Tensor, a number) and raises TypeError for anything else.
     def _bin(self, name, other, reverse=False):
-        return Tensor._wrap(self._t.binary(name, _operand(other), reverse))
+        return _wrap(self._t.binary(name, other, reverse))
 
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("sub", o)
-    def __rsub__(self, o): return self._bin("sub", o, True)
-    def __mul__(self, o): return self._bin("mul", o)
-    def __rmul__(self, o): return self._bin("mul", o, True)
-    def __mod__(self, o): return self._bin("rem", o)
+    def __add__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("add", o)
+        return r
+
+    def __radd__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("add", o, True)
+        return r
+
+    def __sub__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("sub", o)
+        return r
+
+    def __rsub__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("sub", o, True)
+        return r
+
+    def __mul__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("mul", o)
+        return r
+
+    def __rmul__(self, o):
+        r = _new_object(Tensor)
+        r._t = self._t.binary("mul", o, True)
+        return r
+
+    def __mod__(self, o): return _wrap(self._t.binary("rem", o))
     def __pow__(self, o): return self._as_float()._bin("pow", o)
     def __rpow__(self, o): return self._as_float()._bin("pow", o, True)
-    def __and__(self, o): return self._bin("and", o)
-    def __or__(self, o): return self._bin("or", o)
-    def __xor__(self, o): return self._bin("xor", o)
+    def __and__(self, o): return _wrap(self._t.binary("and", o))
+    def __or__(self, o): return _wrap(self._t.binary("or", o))
+    def __xor__(self, o): return _wrap(self._t.binary("xor", o))
 
     def _as_float(self) -> "Tensor":
         return self if self._t.dtype.startswith(("f", "b")) and self._t.dtype != "bool" else self.astype("float32")
@@ -194,25 +207,25 @@ class Tensor:
             return (self / o).floor()
         return self._bin("div", o)
 
-    def __neg__(self): return Tensor._wrap(self._t.unary("neg"))
-    def __abs__(self): return Tensor._wrap(self._t.unary("abs"))
-    def __invert__(self): return Tensor._wrap(self._t.unary("not"))
+    def __neg__(self): return _wrap(self._t.unary("neg"))
+    def __abs__(self): return _wrap(self._t.unary("abs"))
+    def __invert__(self): return _wrap(self._t.unary("not"))
     def __pos__(self): return self
 
     def __matmul__(self, o): return matmul(self, o)
     def __rmatmul__(self, o): return matmul(asarray(o, device=self.executor), self)
 
-    def __eq__(self, o): return Tensor._wrap(self._t.compare("eq", _operand(o)))
-    def __ne__(self, o): return Tensor._wrap(self._t.compare("ne", _operand(o)))
-    def __lt__(self, o): return Tensor._wrap(self._t.compare("lt", _operand(o)))
-    def __le__(self, o): return Tensor._wrap(self._t.compare("le", _operand(o)))
-    def __gt__(self, o): return Tensor._wrap(self._t.compare("gt", _operand(o)))
-    def __ge__(self, o): return Tensor._wrap(self._t.compare("ge", _operand(o)))
+    def __eq__(self, o): return _wrap(self._t.compare("eq", o))
+    def __ne__(self, o): return _wrap(self._t.compare("ne", o))
+    def __lt__(self, o): return _wrap(self._t.compare("lt", o))
+    def __le__(self, o): return _wrap(self._t.compare("le", o))
+    def __gt__(self, o): return _wrap(self._t.compare("gt", o))
+    def __ge__(self, o): return _wrap(self._t.compare("ge", o))
 
     __hash__ = object.__hash__
 
     def _un(self, name):
-        return Tensor._wrap(self._t.unary(name))
+        return _wrap(self._t.unary(name))
 
     def abs(self): return self._un("abs")
     def sqrt(self): return self._un("sqrt")
@@ -241,16 +254,16 @@ class Tensor:
     clamp = clip
 
     # ----- reductions -----
-    def _axes(self, axis):
-        if axis is None:
-            return []
-        return [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+    # `axis`: None, an int or a sequence of ints, handed to the native side as it is.
+    def sum(self, axis=None, keepdims=False):
+        r = _new_object(Tensor)
+        r._t = self._t.reduce("sum", axis, keepdims)
+        return r
 
-    def sum(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("sum", self._axes(axis), keepdims))
-    def mean(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("mean", self._axes(axis), keepdims))
-    def prod(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("prod", self._axes(axis), keepdims))
-    def max(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("max", self._axes(axis), keepdims))
-    def min(self, axis=None, keepdims=False): return Tensor._wrap(self._t.reduce("min", self._axes(axis), keepdims))
+    def mean(self, axis=None, keepdims=False): return _wrap(self._t.reduce("mean", axis, keepdims))
+    def prod(self, axis=None, keepdims=False): return _wrap(self._t.reduce("prod", axis, keepdims))
+    def max(self, axis=None, keepdims=False): return _wrap(self._t.reduce("max", axis, keepdims))
+    def min(self, axis=None, keepdims=False): return _wrap(self._t.reduce("min", axis, keepdims))
     def argmax(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, False))
     def argmin(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, True))
 
@@ -344,6 +357,16 @@ class Tensor:
         target = self[key]
         src = value if isinstance(value, Tensor) else asarray(value, dtype=self.dtype, device=self.executor)
         src._t.copy_into(target._t)
+
+
+_new_object = object.__new__
+
+
+def _wrap(t) -> Tensor:
+    """A Tensor around a native tensor (what ``Tensor._wrap`` does, without the method lookup)."""
+    obj = _new_object(Tensor)
+    obj._t = t
+    return obj
 
 
 def asarray(obj, dtype=None, device=None, copy=None) -> Tensor:

@@ -107,18 +107,22 @@ pub(crate) fn open(kind: BackendType) -> Result<Arc<dyn Backend>> {
     }
 }
 
-/// Every backend with its device or the reason it is unavailable.
+/// Every backend with its device or the reason it is unavailable (this opens every backend;
+/// [`availability_of`] checks one).
 pub fn availability() -> Vec<Availability> {
-    BackendType::ALL
-        .into_iter()
-        .map(|backend| Availability {
-            backend,
-            status: open(backend).map(|b| b.info()).map_err(|e| match e {
-                Error::BackendUnavailable { reason, .. } => reason,
-                other => other.to_string(),
-            }),
-        })
-        .collect()
+    BackendType::ALL.into_iter().map(availability_of).collect()
+}
+
+/// Whether one backend can run here, opening only that backend (asking about CUDA does not
+/// start the Vulkan loader).
+pub fn availability_of(backend: BackendType) -> Availability {
+    Availability {
+        backend,
+        status: open(backend).map(|b| b.info()).map_err(|e| match e {
+            Error::BackendUnavailable { reason, .. } => reason,
+            other => other.to_string(),
+        }),
+    }
 }
 
 /// The backend `new_auto` picks: `HOLOGRAM_BACKEND` if set (and not `auto`), else CUDA, then a

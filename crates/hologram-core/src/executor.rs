@@ -25,6 +25,10 @@ pub struct KernelCacheStats {
     pub hits: u64,
     /// Kernels held.
     pub entries: u64,
+    /// Element-wise launches whose kernel came from the launch cache (keyed by the expression
+    /// and operand addressing), skipping kernel building, canonicalization and the digest
+    /// lookup; such launches do not count as `hits`.
+    pub launch_hits: u64,
 }
 
 /// Everything an executor counts: its kernel cache, its backend's compiler and launch paths,
@@ -57,8 +61,8 @@ impl std::fmt::Display for ExecutorStats {
         let a = &self.allocator;
         writeln!(
             f,
-            "kernel cache: {} compiled, {} hits, {} held",
-            k.compiles, k.hits, k.entries
+            "kernel cache: {} compiled, {} hits, {} held, {} launch-cache hits",
+            k.compiles, k.hits, k.entries, k.launch_hits
         )?;
         writeln!(f, "backend: {}", self.backend)?;
         writeln!(
@@ -80,6 +84,8 @@ pub(crate) struct Inner {
     /// The one kernel cache: compiled kernels by canonical digest (the target is this
     /// executor's backend).
     kernels: Mutex<(HashMap<Digest, CompiledKernel>, KernelCacheStats)>,
+    /// Element-wise kernels by launch key (see [`crate::kernels::launch_cache`]).
+    pub(crate) launch_cache: crate::kernels::launch_cache::LaunchCache,
     launches: std::sync::atomic::AtomicU64,
     /// The plan being recorded, if any (see [`crate::plan`]).
     recorder: Mutex<Option<Recorder>>,
@@ -123,6 +129,7 @@ impl Executor {
                 backend,
                 backend_type,
                 kernels: Mutex::new((HashMap::new(), KernelCacheStats::default())),
+                launch_cache: Default::default(),
                 launches: std::sync::atomic::AtomicU64::new(0),
                 recorder: Mutex::new(None),
                 recording: std::sync::atomic::AtomicBool::new(false),
@@ -468,10 +475,13 @@ impl Executor {
 
     /// Counters of the kernel cache.
     pub fn kernel_cache_stats(&self) -> KernelCacheStats {
-        self.inner
+        let mut s = self
+            .inner
             .kernels
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .1
+            .1;
+        s.launch_hits = self.inner.launch_cache.hits();
+        s
     }
 }

@@ -49,7 +49,7 @@ mod storage;
 pub mod tensor;
 
 pub use alloc::AllocatorStats;
-pub use backend_type::{availability, Availability, BackendType};
+pub use backend_type::{availability, availability_of, Availability, BackendType};
 pub use buffer::Buffer;
 pub use dtype::DType;
 pub use element::Element;

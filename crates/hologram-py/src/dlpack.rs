@@ -262,7 +262,7 @@ pub fn import(
         ));
     }
     let layout = hologram_core::tensor::Layout {
-        shape: shape.clone(),
+        shape: shape.as_slice().into(),
         strides: strides.iter().map(|&s| s as usize).collect(),
         offset: 0,
     };

@@ -1,6 +1,6 @@
 //! `hologram._native.Executor`
 
-use hologram_core::{availability, BackendType, DType, Executor, Tensor};
+use hologram_core::{availability, availability_of, BackendType, DType, Executor, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -18,6 +18,37 @@ pub fn nogil<T: Send>(
     f: impl FnOnce() -> hologram_core::Result<T> + Send,
 ) -> PyRes<T> {
     py.detach(f).py()
+}
+
+/// Elements of work on the CPU backend below which a call keeps the GIL: the work takes less
+/// time than releasing and re-taking the GIL (about 0.1-0.3 µs, more when other threads wait
+/// for it), so releasing it would only slow the call. 2^15 f32 elements take several µs.
+pub const KEEP_GIL_BELOW_ELEMENTS: usize = 1 << 15;
+
+/// Runs `f`, releasing the GIL unless the work is short: under
+/// [`KEEP_GIL_BELOW_ELEMENTS`] elements on the CPU backend, which runs it synchronously. On a
+/// GPU backend a call may wait for the device, so it always releases the GIL.
+pub fn run<T: Send>(
+    py: Python<'_>,
+    exec: &Executor,
+    elements: usize,
+    f: impl FnOnce() -> hologram_core::Result<T> + Send,
+) -> PyRes<T> {
+    if elements < KEEP_GIL_BELOW_ELEMENTS && exec.backend_type() == BackendType::Cpu {
+        f().py()
+    } else {
+        nogil(py, f)
+    }
+}
+
+/// The elements a call on `tensors` works through: the largest tensor, or pending expression
+/// a tensor would run first.
+pub fn work(tensors: &[&Tensor]) -> usize {
+    tensors
+        .iter()
+        .map(|t| t.numel().max(t.pending_elements()))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Runs kernels on one backend; owns its caching allocator and kernel cache.
@@ -95,6 +126,7 @@ impl PyExecutor {
         d.set_item("peak_reserved", a.peak_reserved)?;
         d.set_item("kernels_compiled", k.compiles)?;
         d.set_item("kernel_cache_hits", k.hits)?;
+        d.set_item("launch_cache_hits", k.launch_hits)?;
         d.set_item("launches", self.e.launch_count())?;
         let b = self.e.stats().backend;
         d.set_item("backend_compiles", b.compiles)?;
@@ -217,6 +249,17 @@ pub fn backends() -> Vec<(String, bool, String)> {
             Err(reason) => (a.backend.name().to_string(), false, reason),
         })
         .collect()
+}
+
+/// Whether one backend (`cpu`, `cuda`, `vulkan`, ...) can run here: `(available, detail)`,
+/// the device name or why not. Opens only that backend.
+#[pyfunction]
+pub fn backend_status(name: &str) -> PyRes<(bool, String)> {
+    let kind = name.parse::<BackendType>().py()?;
+    Ok(match availability_of(kind).status {
+        Ok(info) => (true, info.name),
+        Err(reason) => (false, reason),
+    })
 }
 
 /// The backend `Executor('auto')` would pick.

@@ -8,6 +8,7 @@ mod errors;
 mod executor;
 mod plan;
 mod program;
+mod seed_ops;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -35,7 +36,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plan::PyPlan>()?;
     m.add_function(wrap_pyfunction!(executor::backends, m)?)?;
     m.add_function(wrap_pyfunction!(executor::default_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(executor::backend_status, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_submodule(&seed_ops::module(m.py())?)?;
     errors::register(m)
 }

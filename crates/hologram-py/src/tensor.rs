@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::errors::{IntoPy, PyRes, ValidationError};
-use crate::executor::{dtype, host_bytes, nogil, PyExecutor};
+use crate::executor::{dtype, host_bytes, nogil, run, work, PyExecutor};
 
 /// An n-dimensional array on an executor's device. Element-wise ops are recorded lazily and
 /// fused into one kernel when the result is needed.
@@ -17,10 +17,52 @@ pub struct PyTensor {
 }
 
 /// A tensor or a number.
-#[derive(FromPyObject)]
-pub enum Operand<'py> {
-    Tensor(PyRef<'py, PyTensor>),
+pub enum Operand {
+    Tensor(Tensor),
     Number(f64),
+}
+
+/// `numbers.Number`, looked up once.
+fn number_type(py: Python<'_>) -> PyRes<&Bound<'_, pyo3::types::PyType>> {
+    static NUMBER: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
+    NUMBER.import(py, "numbers", "Number")
+}
+
+/// The right-hand side of an op: a native tensor, a `hologram.Tensor` (its `_t`), or a
+/// number (Python's, NumPy's, a bool). The common cases are checked first and cheaply: a failed
+/// conversion attempt would build an exception object.
+pub fn operand(obj: &Bound<'_, PyAny>) -> PyRes<Operand> {
+    use pyo3::types::{PyBool, PyFloat, PyInt};
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        return Ok(Operand::Tensor(t.get().t.clone()));
+    }
+    if obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>() {
+        return Ok(Operand::Number(obj.extract::<f64>()?));
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Operand::Number(if b.is_true() { 1.0 } else { 0.0 }));
+    }
+    let py = obj.py();
+    if let Ok(inner) = obj.getattr(pyo3::intern!(py, "_t")) {
+        if let Ok(t) = inner.cast::<PyTensor>() {
+            return Ok(Operand::Tensor(t.get().t.clone()));
+        }
+    }
+    if obj.is_instance(number_type(py)?)? {
+        if let Ok(v) = obj.extract::<f64>() {
+            return Ok(Operand::Number(v));
+        }
+        if let Ok(v) = obj.call_method0(pyo3::intern!(py, "__float__")) {
+            return Ok(Operand::Number(v.extract::<f64>()?));
+        }
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "unsupported operand {}",
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    )))
 }
 
 fn unary_fn(name: &str) -> PyRes<UnaryFn> {
@@ -180,7 +222,9 @@ impl PyTensor {
         let bytes = unsafe { host_bytes(address, nbytes)? };
         let _keep = owner;
         let t = self.t.clone();
-        nogil(py, move || t.write_bytes(bytes))
+        run(py, self.t.executor(), work(&[&t]), move || {
+            t.write_bytes(bytes)
+        })
     }
 
     /// Copies the elements in C order into `nbytes` bytes of host memory at `address` (exactly
@@ -204,13 +248,15 @@ impl PyTensor {
             // call, and nothing else touches them while the GIL is released (the array is new).
             unsafe { std::slice::from_raw_parts_mut(address as *mut u8, nbytes) }
         };
-        nogil(py, move || t.read_bytes(out))
+        run(py, self.t.executor(), work(&[&self.t]), move || {
+            t.read_bytes(out)
+        })
     }
 
     /// The elements in C order as bytes (a copy).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyBytes>> {
         let t = self.t.clone();
-        let bytes = nogil(py, move || t.to_bytes())?;
+        let bytes = run(py, self.t.executor(), work(&[&t]), move || t.to_bytes())?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -224,7 +270,7 @@ impl PyTensor {
             return Ok(None);
         }
         let t = self.t.clone();
-        let (ptr, host) = nogil(py, move || t.data_ptr())?;
+        let (ptr, host) = run(py, self.t.executor(), work(&[&t]), move || t.data_ptr())?;
         if !host {
             return Ok(None);
         }
@@ -241,52 +287,100 @@ impl PyTensor {
 
     /// Runs any pending expression.
     fn realize(&self, py: Python<'_>) -> PyRes<PyTensor> {
-        let t = self.t.clone();
+        let t = &self.t;
         Ok(PyTensor {
-            t: nogil(py, move || t.realize())?,
+            t: run(py, t.executor(), work(&[t]), || t.realize())?,
         })
     }
 
     /// A contiguous copy (or itself).
     fn contiguous(&self, py: Python<'_>) -> PyRes<PyTensor> {
-        let t = self.t.clone();
+        let t = &self.t;
         Ok(PyTensor {
-            t: nogil(py, move || t.contiguous())?,
+            t: run(py, t.executor(), work(&[t]), || t.contiguous())?,
         })
     }
 
     /// Copies (broadcast and converted) into `out`, any view.
     fn copy_into(&self, py: Python<'_>, out: &PyTensor) -> PyRes<()> {
-        let (t, o) = (self.t.clone(), out.t.clone());
-        nogil(py, move || t.copy_into(&o))
+        let (t, o) = (&self.t, &out.t);
+        run(py, t.executor(), work(&[t, o]), || t.copy_into(o))
+    }
+
+    /// The one element as a Python number of its dtype: bool, int (integers exactly) or float.
+    fn value<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        let t = &self.t;
+        let bytes = run(py, t.executor(), work(&[t]), || {
+            if t.numel() != 1 {
+                return Err(hologram_core::Error::ShapeMismatch(format!(
+                    "item() needs one element, the tensor has shape {:?}",
+                    t.shape()
+                )));
+            }
+            t.to_bytes()
+        })?;
+        let mut w = [0u8; 8];
+        let size = bytes.len().min(8);
+        w[..size].copy_from_slice(&bytes[..size]);
+        let (lo2, lo4, all) = (
+            [w[0], w[1]],
+            [w[0], w[1], w[2], w[3]],
+            u64::from_le_bytes(w),
+        );
+        Ok(match t.dtype() {
+            DType::Bool => pyo3::types::PyBool::new(py, w[0] != 0)
+                .to_owned()
+                .into_any(),
+            DType::U8 => w[0].into_pyobject(py)?.into_any(),
+            DType::I8 => (w[0] as i8).into_pyobject(py)?.into_any(),
+            DType::I16 => i16::from_le_bytes(lo2).into_pyobject(py)?.into_any(),
+            DType::U16 => u16::from_le_bytes(lo2).into_pyobject(py)?.into_any(),
+            DType::I32 => i32::from_le_bytes(lo4).into_pyobject(py)?.into_any(),
+            DType::U32 => u32::from_le_bytes(lo4).into_pyobject(py)?.into_any(),
+            DType::I64 => (all as i64).into_pyobject(py)?.into_any(),
+            DType::U64 => all.into_pyobject(py)?.into_any(),
+            DType::F16 => half::f16::from_le_bytes(lo2)
+                .to_f64()
+                .into_pyobject(py)?
+                .into_any(),
+            DType::BF16 => half::bf16::from_le_bytes(lo2)
+                .to_f64()
+                .into_pyobject(py)?
+                .into_any(),
+            DType::F32 => (f32::from_le_bytes(lo4) as f64)
+                .into_pyobject(py)?
+                .into_any(),
+            DType::F64 => f64::from_bits(all).into_pyobject(py)?.into_any(),
+        })
     }
 
     /// The one element as a float.
     fn item(&self, py: Python<'_>) -> PyRes<f64> {
-        let t = self.t.clone();
-        nogil(py, move || t.item())
+        let t = &self.t;
+        run(py, t.executor(), work(&[t]), || t.item())
     }
 
     fn unary(&self, name: &str) -> PyRes<PyTensor> {
         wrap(self.t.unary(unary_fn(name)?))
     }
 
-    /// `self OP other`, or `other OP self` with `reverse`.
+    /// `self OP other`, or `other OP self` with `reverse`; `other` is a tensor (native or
+    /// `hologram.Tensor`) or a number.
     #[pyo3(signature = (name, other, reverse = false))]
-    fn binary(&self, name: &str, other: Operand<'_>, reverse: bool) -> PyRes<PyTensor> {
+    fn binary(&self, name: &str, other: &Bound<'_, PyAny>, reverse: bool) -> PyRes<PyTensor> {
         let f = binary_fn(name)?;
-        wrap(match (other, reverse) {
-            (Operand::Tensor(o), false) => self.t.binary(f, &o.t),
-            (Operand::Tensor(o), true) => o.t.binary(f, &self.t),
+        wrap(match (operand(other)?, reverse) {
+            (Operand::Tensor(o), false) => self.t.binary(f, &o),
+            (Operand::Tensor(o), true) => o.binary(f, &self.t),
             (Operand::Number(v), false) => self.t.binary(f, v),
             (Operand::Number(v), true) => self.t.rbinary(f, v),
         })
     }
 
-    fn compare(&self, name: &str, other: Operand<'_>) -> PyRes<PyTensor> {
+    fn compare(&self, name: &str, other: &Bound<'_, PyAny>) -> PyRes<PyTensor> {
         let c = cmp_op(name)?;
-        wrap(match other {
-            Operand::Tensor(o) => self.t.compare(c, &o.t),
+        wrap(match operand(other)? {
+            Operand::Tensor(o) => self.t.compare(c, &o),
             Operand::Number(v) => self.t.compare(c, v),
         })
     }
@@ -305,11 +399,28 @@ impl PyTensor {
         wrap(self.t.clip(lo, hi))
     }
 
-    #[pyo3(signature = (op, axes, keepdim = false))]
-    fn reduce(&self, py: Python<'_>, op: &str, axes: Vec<isize>, keepdim: bool) -> PyRes<PyTensor> {
-        let (t, op) = (self.t.clone(), reduce_op(op)?);
+    /// Reduces over `axes`: None (every axis), one axis, or a sequence of axes.
+    #[pyo3(signature = (op, axes = None, keepdim = false))]
+    fn reduce(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        axes: Option<&Bound<'_, PyAny>>,
+        keepdim: bool,
+    ) -> PyRes<PyTensor> {
+        let axes: Vec<isize> = match axes {
+            None => Vec::new(),
+            Some(a) if a.is_none() => Vec::new(),
+            Some(a) => match a.extract::<isize>() {
+                Ok(one) => vec![one],
+                Err(_) => a.extract::<Vec<isize>>()?,
+            },
+        };
+        let (t, op) = (&self.t, reduce_op(op)?);
         Ok(PyTensor {
-            t: nogil(py, move || t.reduce(op, &axes, keepdim))?,
+            t: run(py, t.executor(), work(&[t]), || {
+                t.reduce(op, &axes, keepdim)
+            })?,
         })
     }
 
@@ -321,9 +432,9 @@ impl PyTensor {
         keepdim: bool,
         minimum: bool,
     ) -> PyRes<PyTensor> {
-        let t = self.t.clone();
+        let t = &self.t;
         Ok(PyTensor {
-            t: nogil(py, move || {
+            t: run(py, t.executor(), work(&[t]), || {
                 if minimum {
                     t.argmin(axis, keepdim)
                 } else {
@@ -343,16 +454,16 @@ impl PyTensor {
     }
 
     fn softmax(&self, py: Python<'_>, axis: isize) -> PyRes<PyTensor> {
-        let t = self.t.clone();
+        let t = &self.t;
         Ok(PyTensor {
-            t: nogil(py, move || t.softmax(axis))?,
+            t: run(py, t.executor(), work(&[t]), || t.softmax(axis))?,
         })
     }
 
     fn log_softmax(&self, py: Python<'_>, axis: isize) -> PyRes<PyTensor> {
-        let t = self.t.clone();
+        let t = &self.t;
         Ok(PyTensor {
-            t: nogil(py, move || t.log_softmax(axis))?,
+            t: run(py, t.executor(), work(&[t]), || t.log_softmax(axis))?,
         })
     }
 
@@ -668,8 +779,8 @@ impl PyTensor {
 
     /// `(address, is_host)` of element 0.
     fn data_ptr(&self, py: Python<'_>) -> PyRes<(u64, bool)> {
-        let t = self.t.clone();
-        nogil(py, move || t.data_ptr())
+        let t = &self.t;
+        run(py, t.executor(), work(&[t]), || t.data_ptr())
     }
 
     fn __dlpack__<'py>(

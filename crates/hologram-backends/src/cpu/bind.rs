@@ -2,6 +2,7 @@
 //! which overlaps between buffers the parallel paths can tolerate.
 
 use hologram_isa::{Kernel, ParamKind};
+use smallvec::SmallVec;
 
 use super::memops::ArrayView;
 use super::CpuMemory;
@@ -12,11 +13,11 @@ use crate::launch::check_buffer;
 /// A launch's arguments as the CPU sees them.
 pub(crate) struct Bound {
     /// One view per parameter (scalar parameters get an empty view); `racy` is false.
-    pub globals: Vec<ArrayView>,
+    pub globals: SmallVec<[ArrayView; 16]>,
     /// Each scalar parameter's bits (`None` for buffers).
-    pub scalars: Vec<Option<u64>>,
+    pub scalars: SmallVec<[Option<u64>; 16]>,
     /// Each buffer parameter's element size in bytes (0 for scalars).
-    pub sizes: Vec<usize>,
+    pub sizes: SmallVec<[usize; 16]>,
 }
 
 /// Binds `args` (already checked against the kernel's parameters by `check_launch`) for batches
@@ -29,9 +30,9 @@ pub(crate) fn bind(
     memory: impl Fn(&crate::backend::Memory) -> Result<&CpuMemory>,
 ) -> Result<Bound> {
     let mut bound = Bound {
-        globals: Vec::with_capacity(args.len()),
-        scalars: Vec::with_capacity(args.len()),
-        sizes: Vec::with_capacity(args.len()),
+        globals: SmallVec::with_capacity(args.len()),
+        scalars: SmallVec::with_capacity(args.len()),
+        sizes: SmallVec::with_capacity(args.len()),
     };
     for (param, arg) in kernel.params.iter().zip(args) {
         match (arg, param.kind) {

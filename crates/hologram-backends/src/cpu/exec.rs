@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use hologram_isa::Special;
+use smallvec::SmallVec;
 
 use super::compile::{ConstSource, CpuKernel, Slot, XOp};
 use super::deadline::Deadline;
@@ -649,7 +650,7 @@ impl BlockState {
 }
 
 /// Resolves the bits of every constant slot for one launch.
-pub(crate) fn const_bits(k: &CpuKernel, scalar_args: &[Option<u64>]) -> Vec<u64> {
+pub(crate) fn const_bits(k: &CpuKernel, scalar_args: &[Option<u64>]) -> SmallVec<[u64; 16]> {
     k.consts
         .iter()
         .map(|&(_, _, src)| match src {

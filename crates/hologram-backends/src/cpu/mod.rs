@@ -290,8 +290,8 @@ impl Backend for CpuBackend {
             batch_blocks,
             lanes,
             gid_block_major: exec::gid_is_block_major(config.grid, config.block),
-            globals,
-            const_bits,
+            globals: globals.into_vec(),
+            const_bits: const_bits.into_vec(),
             timeout: config.effective_timeout(),
             failed: &failed,
         };

@@ -339,25 +339,28 @@ impl NativeMap {
         // Small launches get a register file as wide as the launch, not a full chunk.
         let width = CHUNK.min(n.max(1));
         let chunks = n.div_ceil(width);
-        let make_state = || {
-            let mut file = vec![0u64; k.num_slots * width];
+        let make_state = |s: &mut Scratch| {
+            s.file.clear();
+            s.file.resize(k.num_slots * width, 0);
             for (i, &(slot, ty, _)) in k.consts.iter().enumerate() {
-                let region = &mut file[slot as usize * width..(slot as usize + 1) * width];
+                let region = &mut s.file[slot as usize * width..(slot as usize + 1) * width];
                 fill_splat(region, const_bits[i], ty.size_bytes());
             }
-            file
+            s.idx.clear();
+            s.idx.resize(width, 0);
         };
-        let run_chunk = |file: &mut Vec<u64>, idx: &mut Vec<i64>, c: usize| {
+        let run_chunk = |s: &mut Scratch, c: usize| {
             if failed.load(std::sync::atomic::Ordering::Relaxed) {
                 return;
             }
             let start = c * width;
             let len = width.min(n - start);
-            let base = file.as_mut_ptr();
+            let base = s.file.as_mut_ptr();
+            let idx = &mut s.idx;
+            let ptrs = &mut s.ptrs;
+            ptrs.clear();
             // SAFETY: every slot owns width u64 words of the file.
-            let mut ptrs: Vec<*mut u8> = (0..k.num_slots)
-                .map(|s| unsafe { base.add(s * width) as *mut u8 })
-                .collect();
+            ptrs.extend((0..k.num_slots).map(|s| unsafe { base.add(s * width) as *mut u8 }));
             if let Some(g) = self.gid_slot {
                 let p = ptrs[g as usize] as *mut u32;
                 for l in 0..len {
@@ -480,11 +483,12 @@ impl NativeMap {
             chunks.min(rayon::current_num_threads() * 4).max(1)
         };
         let run_task = |t: usize| {
-            let mut file = make_state();
-            let mut idx = vec![0i64; width];
+            let mut s = Scratch::take();
+            make_state(&mut s);
             for c in (t * chunks / tasks)..((t + 1) * chunks / tasks) {
-                run_chunk(&mut file, &mut idx, c);
+                run_chunk(&mut s, c);
             }
+            s.put_back();
         };
         if tasks == 1 {
             run_task(0);
@@ -518,6 +522,39 @@ fn invariant_division(k: &CpuKernel, op: &Op<u32>) -> Option<(usize, bool)> {
         .iter()
         .position(|&(_, ty, src)| ty == Type::U32 && src == source)?;
     Some((c, *bop == BinaryOp::Rem))
+}
+
+/// A task's register file, gather indexes and slot pointers, kept per thread between launches:
+/// a small launch would otherwise spend much of its time in the allocator (a register file of
+/// a kilobyte or more is a "large" request, which makes glibc consolidate its free lists).
+#[derive(Default)]
+struct Scratch {
+    file: Vec<u64>,
+    idx: Vec<i64>,
+    ptrs: Vec<*mut u8>,
+}
+
+/// Register files up to this many words stay with the thread after a launch.
+const KEEP_SCRATCH_WORDS: usize = 1 << 15;
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
+}
+
+impl Scratch {
+    /// This thread's scratch (a fresh one if another task on the thread holds it).
+    fn take() -> Box<Scratch> {
+        SCRATCH.with(|c| c.take()).unwrap_or_default()
+    }
+
+    fn put_back(mut self: Box<Self>) {
+        if self.file.capacity() > KEEP_SCRATCH_WORDS {
+            return;
+        }
+        // No pointer into a launch's buffers outlives it.
+        self.ptrs.clear();
+        SCRATCH.with(|c| c.set(Some(self)));
+    }
 }
 
 /// Fills the first `region.len()` elements of `size` bytes with the low bytes of `bits`

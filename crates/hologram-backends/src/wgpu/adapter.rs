@@ -1,6 +1,9 @@
 //! Choosing an adapter: hardware first; software rasterizers (llvmpipe/lavapipe, WARP) only
 //! when asked for explicitly.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use crate::error::{BackendError, Result};
 
 /// Environment variable that lets the backend use a software adapter (e.g. Mesa's lavapipe).
@@ -131,10 +134,42 @@ fn summarize(info: &::wgpu::AdapterInfo) -> AdapterSummary {
 
 /// Every Metal, Vulkan and DX12 adapter on this machine.
 pub fn list_adapters() -> Vec<AdapterSummary> {
-    let inst =
-        instance(::wgpu::Backends::METAL | ::wgpu::Backends::VULKAN | ::wgpu::Backends::DX12);
-    let adapters = pollster::block_on(inst.enumerate_adapters(::wgpu::Backends::all()));
-    adapters.iter().map(|a| summarize(&a.get_info())).collect()
+    [Api::Metal, Api::Vulkan, Api::Dx12]
+        .into_iter()
+        .filter(|api| api.unavailable_here().is_none())
+        .flat_map(|api| {
+            let (_, adapters) = probe(api);
+            adapters
+                .iter()
+                .map(|a| summarize(&a.get_info()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The instance and adapters of an API, found once per process: probing loads drivers and
+/// opens an instance (tens of milliseconds, and driver chatter on stderr, which
+/// [`driver_output`](super::driver_output) keeps out of the terminal), so later executors and
+/// availability checks reuse the first probe's answer.
+fn probe(api: Api) -> (::wgpu::Instance, Vec<::wgpu::Adapter>) {
+    type Probes = HashMap<Api, (::wgpu::Instance, Vec<::wgpu::Adapter>)>;
+    static PROBES: OnceLock<Mutex<Probes>> = OnceLock::new();
+    let mut probes = PROBES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    probes
+        .entry(api)
+        .or_insert_with(|| {
+            let _span = tracing::debug_span!("probe adapters", api = api.name()).entered();
+            super::driver_output::quietly(|| {
+                let inst = instance(api.backends());
+                let mut adapters = pollster::block_on(inst.enumerate_adapters(api.backends()));
+                adapters.sort_by_key(|a| rank(&a.get_info()));
+                (inst, adapters)
+            })
+        })
+        .clone()
 }
 
 /// Picks the best adapter of the requested API: discrete, then integrated, then virtual GPUs;
@@ -147,9 +182,7 @@ pub(crate) fn choose(opts: &AdapterOptions) -> Result<(::wgpu::Instance, ::wgpu:
     if let Some(why) = opts.api.unavailable_here() {
         return Err(unavailable(why.into()));
     }
-    let inst = instance(opts.api.backends());
-    let mut adapters = pollster::block_on(inst.enumerate_adapters(opts.api.backends()));
-    adapters.sort_by_key(|a| rank(&a.get_info()));
+    let (inst, mut adapters) = probe(opts.api);
     if adapters.is_empty() {
         return Err(unavailable(format!(
             "no {} adapter was found (is a {} driver installed? on Linux: the Vulkan loader libvulkan1 and a driver)",

@@ -50,12 +50,12 @@ impl Gpu {
             memory_hints: ::wgpu::MemoryHints::Performance,
             trace: ::wgpu::Trace::Off,
         };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
-            BackendError::Unavailable {
-                backend: opts.api.name().into(),
-                reason: format!("could not open {}: {e}", info.name),
-            }
-        })?;
+        let (device, queue) =
+            super::driver_output::quietly(|| pollster::block_on(adapter.request_device(&desc)))
+                .map_err(|e| BackendError::Unavailable {
+                    backend: opts.api.name().into(),
+                    reason: format!("could not open {}: {e}", info.name),
+                })?;
         let fault: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let f = fault.clone();
         device.on_uncaptured_error(Arc::new(move |e: ::wgpu::Error| {

@@ -14,6 +14,8 @@ pub mod adapter;
 #[cfg(feature = "wgpu")]
 mod device;
 #[cfg(feature = "wgpu")]
+pub mod driver_output;
+#[cfg(feature = "wgpu")]
 mod launch;
 #[cfg(feature = "wgpu")]
 pub mod memory;

@@ -28,12 +28,12 @@ impl Access {
     pub fn of(layout: &Layout) -> Access {
         if layout.strides.iter().all(|&s| s == 0) {
             Access::Scalar
-        } else if layout.strides == contiguous_strides(&layout.shape) && layout.offset == 0 {
-            Access::Dense
-        } else if layout.strides == contiguous_strides(&layout.shape) {
-            Access::Contiguous
-        } else {
+        } else if layout.strides != contiguous_strides(&layout.shape) {
             Access::Strided
+        } else if layout.offset == 0 {
+            Access::Dense
+        } else {
+            Access::Contiguous
         }
     }
 }
@@ -43,7 +43,7 @@ impl Access {
 pub(crate) struct Spec<'a> {
     pub graph: &'a Graph,
     pub root: NodeId,
-    pub inputs: Vec<(DType, Access)>,
+    pub inputs: smallvec::SmallVec<[(DType, Access); 8]>,
     pub rank: usize,
     pub out: (DType, Access),
 }

@@ -3,6 +3,7 @@
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod index;
+pub(crate) mod launch_cache;
 pub(crate) mod norm;
 pub(crate) mod rows;
 

@@ -8,7 +8,10 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::expr::{BinaryFn, Graph, Node, NodeId, UnaryFn};
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::lazy::{merge, scalar_value, LazyTensor, Operand};
+use smallvec::SmallVec;
+
+use crate::executor::Executor;
+use crate::tensor::lazy::{scalar_value, Builder, LazyTensor};
 use crate::tensor::{Source, Tensor};
 
 /// A scalar or tensor right-hand side.
@@ -31,7 +34,47 @@ impl From<f64> for Rhs<'_> {
     }
 }
 
-/// Builds a lazy tensor from operands with `build` adding nodes over their roots.
+/// An element-wise result before it is wrapped as a tensor: it becomes a lazy tensor, or runs
+/// straight into an existing tensor (the `out` forms, which skip the lazy tensor).
+enum Pending {
+    /// An expression of the given dtype on the executor.
+    Expr {
+        exec: Executor,
+        dtype: DType,
+        lazy: LazyTensor,
+    },
+    /// A result that needs no expression (`abs` of an unsigned tensor is the tensor).
+    Ready(Tensor),
+}
+
+impl Pending {
+    fn into_tensor(self) -> Tensor {
+        match self {
+            Pending::Expr { exec, dtype, lazy } => Tensor {
+                exec,
+                dtype,
+                layout: crate::tensor::Layout::contiguous(lazy.shape()),
+                src: Source::Lazy(Arc::new(lazy)),
+            },
+            Pending::Ready(t) => t,
+        }
+    }
+
+    /// Writes the result into `out`: the expression runs into it directly when shape and dtype
+    /// match, else the result is broadcast and converted as by [`Tensor::copy_into`].
+    fn run_into(self, out: &Tensor) -> Result<()> {
+        match self {
+            Pending::Expr { exec, dtype, lazy }
+                if exec.same_as(&out.exec) && dtype == out.dtype && lazy.shape() == out.shape() =>
+            {
+                crate::tensor::lazy::run_into(&exec, &lazy, out)
+            }
+            other => other.into_tensor().copy_into(out),
+        }
+    }
+}
+
+/// A lazy tensor of operands with `build` adding nodes over their roots.
 fn combine(
     parts: &[&Tensor],
     shape: &[usize],
@@ -39,38 +82,45 @@ fn combine(
     build: impl Fn(&mut Graph, &[NodeId]) -> NodeId,
     scalars: &[(f64, DType)],
 ) -> Result<Tensor> {
+    pending(parts, shape, dtype, build, scalars).map(Pending::into_tensor)
+}
+
+/// The expression of operands with `build` adding nodes over their roots.
+fn pending(
+    parts: &[&Tensor],
+    shape: &[usize],
+    dtype: DType,
+    build: impl Fn(&mut Graph, &[NodeId]) -> NodeId,
+    scalars: &[(f64, DType)],
+) -> Result<Pending> {
     let exec = parts[0].exec.clone();
     for p in parts {
         parts[0].check_same_executor(p)?;
     }
-    let make = |realize: bool| -> Result<(Graph, Vec<NodeId>, Vec<crate::tensor::lazy::Input>)> {
-        let mut ops = Vec::new();
+    let make = |realize: bool| -> Result<(Graph, NodeId, Vec<crate::tensor::lazy::Input>)> {
+        let mut b = Builder::new(shape);
+        let mut roots: SmallVec<[NodeId; 4]> = SmallVec::new();
         for p in parts {
-            let t = if realize { p.realize()? } else { (*p).clone() };
-            let mut op = Operand::of(&t)?;
-            if op.position_dependent() && op.shape != shape {
-                op = Operand::of(&t.realize()?)?;
-            }
-            ops.push(op.broadcast(shape)?);
+            roots.push(if realize {
+                b.tensor(&p.realize()?)?
+            } else {
+                b.tensor(p)?
+            });
         }
         for &(v, dt) in scalars {
-            ops.push(Operand::scalar(scalar_value(v, dt), dt));
+            roots.push(b.scalar(scalar_value(v, dt), dt));
         }
-        let (mut graph, roots, inputs) = merge(&ops);
-        let root = build(&mut graph, &roots);
-        let _ = graph.dtype(root);
-        Ok((graph, vec![root], inputs))
+        let root = build(&mut b.graph, &roots);
+        Ok((b.graph, root, b.inputs))
     };
-    let (mut graph, mut roots, mut inputs) = make(false)?;
+    let (mut graph, mut root, mut inputs) = make(false)?;
     if LazyTensor::is_large(&graph, &inputs) {
-        (graph, roots, inputs) = make(true)?;
+        (graph, root, inputs) = make(true)?;
     }
-    let lazy = LazyTensor::new(graph, roots[0], inputs, shape);
-    Ok(Tensor {
+    Ok(Pending::Expr {
         exec,
         dtype,
-        layout: crate::tensor::Layout::contiguous(shape),
-        src: Source::Lazy(Arc::new(lazy)),
+        lazy: LazyTensor::new(graph, root, inputs, shape),
     })
 }
 
@@ -113,14 +163,23 @@ fn check_unary(f: UnaryFn, d: DType) -> Result<()> {
 impl Tensor {
     /// Applies an element-wise function.
     pub fn unary(&self, f: UnaryFn) -> Result<Tensor> {
+        Ok(self.unary_pending(f)?.into_tensor())
+    }
+
+    /// `out = f(self)`, run at once into `out` (any view; the result is broadcast and converted
+    /// to it as by [`Tensor::copy_into`]).
+    pub fn unary_into(&self, f: UnaryFn, out: &Tensor) -> Result<()> {
+        self.unary_pending(f)?.run_into(out)
+    }
+
+    fn unary_pending(&self, f: UnaryFn) -> Result<Pending> {
         check_unary(f, self.dtype)?;
         if matches!(f, UnaryFn::Abs) && !self.dtype.is_signed() {
-            return Ok(self.clone());
+            return Ok(Pending::Ready(self.clone()));
         }
-        let shape = self.shape().to_vec();
-        combine(
+        pending(
             &[self],
-            &shape,
+            self.shape(),
             self.dtype,
             |g, r| g.push(Node::Unary(f, r[0]), g.dtype(r[0])),
             &[],
@@ -129,22 +188,33 @@ impl Tensor {
 
     /// Applies an element-wise function of two operands, broadcasting and promoting dtypes.
     pub fn binary<'a>(&self, f: BinaryFn, rhs: impl Into<Rhs<'a>>) -> Result<Tensor> {
-        let (other_dt, other): (DType, Option<&Tensor>) = match rhs.into() {
-            Rhs::Tensor(t) => (t.dtype, Some(t)),
+        Ok(self.binary_pending(f, rhs.into())?.into_tensor())
+    }
+
+    /// `out = self OP rhs`, run at once into `out` (any view; the result is broadcast and
+    /// converted to it as by [`Tensor::copy_into`]) without recording a lazy tensor: PyTorch's
+    /// `out=` form.
+    pub fn binary_into<'a>(
+        &self,
+        f: BinaryFn,
+        rhs: impl Into<Rhs<'a>>,
+        out: &Tensor,
+    ) -> Result<()> {
+        self.binary_pending(f, rhs.into())?.run_into(out)
+    }
+
+    fn binary_pending(&self, f: BinaryFn, rhs: Rhs<'_>) -> Result<Pending> {
+        let other = match rhs {
+            Rhs::Tensor(t) => t,
             Rhs::Scalar(v) => {
                 let dt = scalar_dtype(self.dtype, v);
                 return self.binary_scalar(f, v, dt, false);
             }
         };
-        let Some(other) = other else {
-            return Err(Error::Internal(
-                "an element-wise op without operands".into(),
-            ));
-        };
-        let dtype = DType::promote(self.dtype, other_dt);
+        let dtype = DType::promote(self.dtype, other.dtype);
         check_binary(f, dtype)?;
         let shape = broadcast_shapes(self.shape(), other.shape())?;
-        combine(
+        pending(
             &[self, other],
             &shape,
             dtype,
@@ -158,13 +228,12 @@ impl Tensor {
     }
 
     /// `self OP v`, or `v OP self` when `reversed`, with the scalar of dtype `sdt`.
-    fn binary_scalar(&self, f: BinaryFn, v: f64, sdt: DType, reversed: bool) -> Result<Tensor> {
+    fn binary_scalar(&self, f: BinaryFn, v: f64, sdt: DType, reversed: bool) -> Result<Pending> {
         let dtype = DType::promote(self.dtype, sdt);
         check_binary(f, dtype)?;
-        let shape = self.shape().to_vec();
-        combine(
+        pending(
             &[self],
-            &shape,
+            self.shape(),
             dtype,
             |g, r| {
                 let a = cast_node(g, r[0], dtype);
@@ -178,7 +247,9 @@ impl Tensor {
 
     /// `scalar OP self` (for non-commutative ops such as `2 - x`, `1 / x`).
     pub fn rbinary(&self, f: BinaryFn, v: f64) -> Result<Tensor> {
-        self.binary_scalar(f, v, scalar_dtype(self.dtype, v), true)
+        Ok(self
+            .binary_scalar(f, v, scalar_dtype(self.dtype, v), true)?
+            .into_tensor())
     }
 
     /// Element-wise comparison, giving a bool tensor.

@@ -55,7 +55,7 @@ impl Place {
         let address = address_of(s.memory()) + (t.layout.offset * t.dtype.size()) as u64;
         Some(Place {
             address,
-            strides: t.layout.strides.clone(),
+            strides: t.layout.strides.to_vec(),
             spec: TensorSpec::of(t),
         })
     }

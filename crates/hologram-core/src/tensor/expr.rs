@@ -103,6 +103,16 @@ impl Graph {
         self.nodes.len() as NodeId - 1
     }
 
+    /// True when a node reads the element's position (`Index`, random numbers).
+    pub fn reads_positions(&self) -> bool {
+        self.nodes.iter().any(|(n, _)| {
+            matches!(
+                n,
+                Node::Index | Node::Random { .. } | Node::RandomSalted { .. }
+            )
+        })
+    }
+
     pub fn dtype(&self, n: NodeId) -> DType {
         self.nodes[n as usize].1
     }

@@ -1,21 +1,38 @@
 //! Shapes, strides and views: how a tensor's elements sit in its storage.
 
+use smallvec::SmallVec;
+
 use crate::error::{Error, Result};
 
+/// Sizes or strides of a view's dimensions, held inline up to four dimensions (tensors are
+/// cloned and re-laid-out on every op; heap vectors made that a visible part of a tiny op).
+pub type Dims = SmallVec<[usize; 4]>;
+
 /// Element strides (in elements, never negative) and offset of a view over storage.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     /// Size of each dimension.
-    pub shape: Vec<usize>,
+    pub shape: Dims,
     /// Elements between neighbours along each dimension (0 for a broadcast dimension).
-    pub strides: Vec<usize>,
+    pub strides: Dims,
     /// Index of the first element in the storage.
     pub offset: usize,
 }
 
+impl Clone for Layout {
+    /// A copy of the dimensions as one block (the derived clone copies element by element).
+    fn clone(&self) -> Self {
+        Layout {
+            shape: Dims::from_slice(&self.shape),
+            strides: Dims::from_slice(&self.strides),
+            offset: self.offset,
+        }
+    }
+}
+
 /// Row-major strides of a shape.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![0; shape.len()];
+pub fn contiguous_strides(shape: &[usize]) -> Dims {
+    let mut strides: Dims = smallvec::smallvec![0; shape.len()];
     let mut acc = 1usize;
     for (s, &d) in strides.iter_mut().zip(shape).rev() {
         *s = acc;
@@ -69,7 +86,7 @@ impl Layout {
     /// A contiguous layout of a shape.
     pub fn contiguous(shape: &[usize]) -> Layout {
         Layout {
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             strides: contiguous_strides(shape),
             offset: 0,
         }
@@ -121,7 +138,7 @@ impl Layout {
             )));
         }
         let lead = shape.len() - self.rank();
-        let mut strides = vec![0; shape.len()];
+        let mut strides: Dims = smallvec::smallvec![0; shape.len()];
         for (i, &d) in shape.iter().enumerate() {
             if i < lead {
                 continue;
@@ -139,7 +156,7 @@ impl Layout {
             };
         }
         Ok(Layout {
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             strides,
             offset: self.offset,
         })
@@ -193,7 +210,7 @@ impl Layout {
             return None;
         }
         Some(Layout {
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             strides: contiguous_strides(shape),
             offset: self.offset,
         })
@@ -240,7 +257,7 @@ mod tests {
         let l = Layout::contiguous(&[3, 1])
             .broadcast_to(&[2, 3, 4])
             .unwrap();
-        assert_eq!(l.strides, vec![0, 1, 0]);
+        assert_eq!(l.strides.as_slice(), [0, 1, 0]);
     }
 
     #[test]
@@ -249,14 +266,14 @@ mod tests {
         assert!(l.is_contiguous());
         let t = l.permute(&[1, 0]).unwrap();
         assert_eq!(
-            (t.shape.clone(), t.strides.clone()),
-            (vec![6, 4], vec![1, 6])
+            (t.shape.as_slice(), t.strides.as_slice()),
+            (&[6, 4][..], &[1, 6][..])
         );
         assert!(!t.is_contiguous());
         let s = l.slice(1, 1, 5, 2).unwrap();
         assert_eq!(
-            (s.shape.clone(), s.strides.clone(), s.offset),
-            (vec![4, 2], vec![6, 2], 1)
+            (s.shape.as_slice(), s.strides.as_slice(), s.offset),
+            (&[4, 2][..], &[6, 2][..], 1)
         );
         assert_eq!(s.span(), 1 + 3 * 6 + 2 + 1);
         assert_eq!(infer_shape(&[-1, 3], 12).unwrap(), vec![4, 3]);

@@ -6,12 +6,15 @@ use hologram_backends::{KernelArg, LaunchConfig};
 use hologram_isa::semantics::{eval, Value};
 
 use super::expr::{Graph, Node, NodeId};
-use super::layout::Layout;
+use smallvec::SmallVec;
+
+use super::layout::{Dims, Layout};
 use super::{Source, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::kernels::elementwise::{self, Access, Spec};
+use crate::kernels::launch_cache;
 use crate::storage::Storage;
 
 /// Most nodes one fused kernel evaluates; longer chains are cut by realizing operands.
@@ -40,7 +43,7 @@ pub(crate) struct LazyTensor {
     graph: Graph,
     root: NodeId,
     inputs: Vec<Input>,
-    shape: Vec<usize>,
+    shape: Dims,
     done: Mutex<Option<Arc<Storage>>>,
 }
 
@@ -70,7 +73,7 @@ impl Operand {
                 graph: l.graph.clone(),
                 root: l.root,
                 inputs: l.inputs.clone(),
-                shape: l.shape.clone(),
+                shape: l.shape.to_vec(),
             }),
             _ => {
                 let (storage, layout) = t.storage()?;
@@ -102,17 +105,6 @@ impl Operand {
         }
     }
 
-    /// True when the graph reads the element's position (`arange`, random numbers): such a
-    /// graph cannot be evaluated at the positions of a different shape.
-    pub fn position_dependent(&self) -> bool {
-        self.graph.nodes.iter().any(|(n, _)| {
-            matches!(
-                n,
-                Node::Index | Node::Random { .. } | Node::RandomSalted { .. }
-            )
-        })
-    }
-
     /// The operand broadcast to `shape`.
     pub fn broadcast(mut self, shape: &[usize]) -> Result<Operand> {
         if self.shape == shape {
@@ -131,40 +123,92 @@ impl Operand {
             graph: self.graph,
             root: self.root,
             inputs: self.inputs,
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             done: Mutex::new(None),
         }
     }
 }
 
-/// Merges operands (already broadcast to one shape) into one graph with shared inputs; returns
-/// the graph, each operand's root, and the inputs.
-pub(crate) fn merge(ops: &[Operand]) -> (Graph, Vec<NodeId>, Vec<Input>) {
-    let mut graph = Graph::default();
-    let mut roots = Vec::new();
-    let mut inputs: Vec<Input> = Vec::new();
-    for op in ops {
-        // Map this operand's inputs onto the merged list, sharing identical ones.
-        let map: Vec<u32> = op
-            .inputs
-            .iter()
-            .map(|i| match inputs.iter().position(|j| j.same(i)) {
-                Some(p) => p as u32,
-                None => {
-                    inputs.push(i.clone());
-                    inputs.len() as u32 - 1
+/// An expression being assembled from tensors into one graph: pending expressions are inlined,
+/// stored tensors become inputs (identical ones shared), all broadcast to one shape.
+pub(crate) struct Builder<'s> {
+    pub graph: Graph,
+    pub inputs: Vec<Input>,
+    shape: &'s [usize],
+}
+
+impl<'s> Builder<'s> {
+    pub fn new(shape: &'s [usize]) -> Self {
+        Builder {
+            graph: Graph {
+                nodes: Vec::with_capacity(8),
+            },
+            inputs: Vec::with_capacity(4),
+            shape,
+        }
+    }
+
+    fn input(&mut self, input: Input) -> u32 {
+        match self.inputs.iter().position(|j| j.same(&input)) {
+            Some(p) => p as u32,
+            None => {
+                self.inputs.push(input);
+                self.inputs.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Adds a tensor; returns the node of its value.
+    pub fn tensor(&mut self, t: &Tensor) -> Result<NodeId> {
+        if let Source::Lazy(l) = &t.src {
+            if !l.is_done() {
+                // A graph that reads element positions (`arange`, random numbers) cannot be
+                // evaluated at the positions of another shape: it runs first.
+                if l.graph.reads_positions() && l.shape.as_slice() != self.shape {
+                    return self.stored(&t.realize()?);
                 }
-            })
-            .collect();
-        let base = graph.append(&op.graph, 0);
-        for (node, _) in &mut graph.nodes[base as usize..] {
+                return self.inline(l);
+            }
+        }
+        self.stored(t)
+    }
+
+    fn stored(&mut self, t: &Tensor) -> Result<NodeId> {
+        let (storage, mut layout) = t.storage()?;
+        if t.shape() != self.shape {
+            layout = layout.broadcast_to(self.shape)?;
+        }
+        let k = self.input(Input {
+            storage,
+            layout,
+            dtype: t.dtype,
+        });
+        Ok(self.graph.push(Node::Input(k), t.dtype))
+    }
+
+    fn inline(&mut self, l: &LazyTensor) -> Result<NodeId> {
+        let broadcast = l.shape.as_slice() != self.shape;
+        let mut map: SmallVec<[u32; 8]> = SmallVec::with_capacity(l.inputs.len());
+        for i in &l.inputs {
+            let mut i = i.clone();
+            if broadcast {
+                i.layout = i.layout.broadcast_to(self.shape)?;
+            }
+            map.push(self.input(i));
+        }
+        let base = self.graph.append(&l.graph, 0);
+        for (node, _) in &mut self.graph.nodes[base as usize..] {
             if let Node::Input(k) = node {
                 *k = map[*k as usize];
             }
         }
-        roots.push(op.root + base);
+        Ok(l.root + base)
     }
-    (graph, roots, inputs)
+
+    /// Adds a constant.
+    pub fn scalar(&mut self, v: Value, dtype: DType) -> NodeId {
+        self.graph.push(Node::Scalar(v), dtype)
+    }
 }
 
 impl LazyTensor {
@@ -178,7 +222,7 @@ impl LazyTensor {
             graph,
             root,
             inputs,
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             done: Mutex::new(None),
         }
     }
@@ -186,6 +230,11 @@ impl LazyTensor {
     /// True when the expression is too large to extend.
     pub fn is_large(graph: &Graph, inputs: &[Input]) -> bool {
         graph.nodes.len() > MAX_NODES || inputs.len() > MAX_INPUTS
+    }
+
+    /// The expression's shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
     }
 
     pub fn is_done(&self) -> bool {
@@ -228,53 +277,84 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
         return Ok(());
     }
     // Dimensions that every operand walks as one (a broadcast mask over [batch, heads] rows, a
-    // contiguous run) are merged, so kernels compute fewer coordinates per element.
-    let mut layouts: Vec<Layout> = lazy.inputs.iter().map(|i| i.layout.clone()).collect();
-    layouts.push(out.layout.clone());
-    let shape = coalesce(&lazy.shape, &mut layouts);
-    let out_layout = layouts.pop().unwrap_or_else(|| out.layout.clone());
+    // contiguous run) are merged, so kernels compute fewer coordinates per element. Dense
+    // row-major operands (the common case) merge into one dimension walked at `%gid`, which
+    // needs no layout work.
+    let dense = |l: &Layout| {
+        l.offset == 0 && l.shape.as_slice() == lazy.shape.as_slice() && l.is_contiguous()
+    };
+    let (shape, layouts, out_layout) =
+        if dense(&out.layout) && lazy.inputs.iter().all(|i| dense(&i.layout)) {
+            (smallvec::smallvec![n], SmallVec::new(), None)
+        } else {
+            let mut layouts: SmallVec<[Layout; 4]> =
+                lazy.inputs.iter().map(|i| i.layout.clone()).collect();
+            layouts.push(out.layout.clone());
+            let shape = coalesce(&lazy.shape, &mut layouts);
+            let out_layout = layouts.pop();
+            (shape, layouts, out_layout)
+        };
     let rank = shape.len();
-    let inputs: Vec<(DType, Access)> = lazy
+    let inputs: SmallVec<[(DType, Access); 8]> = lazy
         .inputs
         .iter()
-        .zip(&layouts)
-        .map(|(i, l)| (i.dtype, Access::of(l)))
+        .enumerate()
+        .map(|(k, i)| (i.dtype, layouts.get(k).map_or(Access::Dense, Access::of)))
         .collect();
-    let out_access = match Access::of(&out_layout) {
+    let out_access = match out_layout.as_ref().map_or(Access::Dense, Access::of) {
         Access::Scalar if n > 1 => Access::Strided,
         a => a,
     };
     let spec = Spec {
         graph: &lazy.graph,
         root: lazy.root,
-        inputs: inputs.clone(),
+        inputs,
         rank,
         out: (out.dtype, out_access),
     };
-    let program = elementwise::program(&spec);
-    // Written at `%gid` (a dense output): an element-wise map, run by the backends' map paths.
-    let map = out_access == Access::Dense;
-    let kernel = exec.compile(&crate::kernels::generated_kernel(program, map)?)?;
-    let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
-    let mut args = Vec::new();
-    for ((input, layout), (_, access)) in lazy.inputs.iter().zip(&layouts).zip(&inputs) {
-        args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
-        if *access != Access::Dense {
-            args.push(u(layout.offset));
+    let key = launch_cache::key(&spec);
+    let kernel = match exec.inner.launch_cache.get(&key) {
+        Some(k) => k,
+        None => {
+            let program = elementwise::program(&spec);
+            // Written at `%gid` (a dense output): an element-wise map, run by the backends' map
+            // paths.
+            let map = out_access == Access::Dense;
+            let k = exec.compile(&crate::kernels::generated_kernel(program, map)?)?;
+            exec.inner.launch_cache.insert(&key, k.clone());
+            k
         }
-        if *access == Access::Strided {
-            args.extend(layout.strides.iter().map(|&s| u(s)));
+    };
+    let strided =
+        spec.inputs.iter().any(|(_, a)| *a == Access::Strided) || out_access == Access::Strided;
+    let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
+    let mut args: SmallVec<[KernelArg; 12]> = SmallVec::with_capacity(
+        2 * spec.inputs.len()
+            + 2
+            + if strided {
+                (spec.inputs.len() + 2) * rank
+            } else {
+                0
+            },
+    );
+    for (k, (input, (_, access))) in lazy.inputs.iter().zip(&spec.inputs).enumerate() {
+        args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
+        if let Some(layout) = layouts.get(k).filter(|_| *access != Access::Dense) {
+            args.push(u(layout.offset));
+            if *access == Access::Strided {
+                args.extend(layout.strides.iter().map(|&s| u(s)));
+            }
         }
     }
     args.push(KernelArg::Buffer(out_storage.arg(0, out_storage.bytes)));
-    if out_access != Access::Dense {
-        args.push(u(out_layout.offset));
-    }
-    if out_access == Access::Strided {
-        args.extend(out_layout.strides.iter().map(|&s| u(s)));
+    if let Some(layout) = out_layout.as_ref().filter(|_| out_access != Access::Dense) {
+        args.push(u(layout.offset));
+        if out_access == Access::Strided {
+            args.extend(layout.strides.iter().map(|&s| u(s)));
+        }
     }
     args.push(u(n));
-    if inputs.iter().any(|(_, a)| *a == Access::Strided) || out_access == Access::Strided {
+    if strided {
         args.extend(shape.iter().map(|&d| u(d)));
     }
     exec.launch(&kernel, &LaunchConfig::for_elements(n as u64, 256), &args)
@@ -284,34 +364,38 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
 /// `d + 1` merge when each layout's stride of `d` is its stride of `d + 1` times the size of
 /// `d + 1`) and drops dimensions of size 1; rewrites the layouts to the merged shape and returns
 /// it. Row-major order is kept, so element `i` of the merged shape is element `i` of the original.
-pub(crate) fn coalesce(shape: &[usize], layouts: &mut [Layout]) -> Vec<usize> {
-    let mut dims: Vec<(usize, Vec<usize>)> = Vec::new();
+pub(crate) fn coalesce(shape: &[usize], layouts: &mut [Layout]) -> Dims {
+    // Each merged dimension: its size, and the original dimension whose strides it takes (its
+    // innermost one).
+    let mut groups: SmallVec<[(usize, usize); 4]> = SmallVec::new();
     for (d, &size) in shape.iter().enumerate() {
         if size == 1 {
             continue;
         }
-        let strides: Vec<usize> = layouts.iter().map(|l| l.strides[d]).collect();
-        if let Some((prev, prev_strides)) = dims.last_mut() {
-            let mergeable = prev_strides
+        if let Some((prev, inner)) = groups.last_mut() {
+            if layouts
                 .iter()
-                .zip(&strides)
-                .all(|(&ps, &s)| ps == s * size);
-            if mergeable {
+                .all(|l| l.strides[*inner] == l.strides[d] * size)
+            {
                 *prev *= size;
-                *prev_strides = strides;
+                *inner = d;
                 continue;
             }
         }
-        dims.push((size, strides));
+        groups.push((size, d));
     }
-    if dims.is_empty() {
+    if groups.is_empty() {
         // One element: any stride addresses it; 1 keeps a plain output dense.
-        dims.push((1, vec![1; layouts.len()]));
+        for l in layouts.iter_mut() {
+            l.shape = smallvec::smallvec![1];
+            l.strides = smallvec::smallvec![1];
+        }
+        return smallvec::smallvec![1];
     }
-    let merged: Vec<usize> = dims.iter().map(|(s, _)| *s).collect();
-    for (k, l) in layouts.iter_mut().enumerate() {
+    let merged: Dims = groups.iter().map(|&(size, _)| size).collect();
+    for l in layouts.iter_mut() {
+        l.strides = groups.iter().map(|&(_, d)| l.strides[d]).collect();
         l.shape = merged.clone();
-        l.strides = dims.iter().map(|(_, st)| st[k]).collect();
     }
     merged
 }

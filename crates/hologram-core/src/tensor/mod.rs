@@ -199,6 +199,15 @@ impl Tensor {
         matches!(&self.src, Source::Lazy(l) if !l.is_done())
     }
 
+    /// Elements of the pending element-wise expression this tensor would run first (0 when
+    /// its elements are stored): a view of a pending expression runs all of it.
+    pub fn pending_elements(&self) -> usize {
+        match &self.src {
+            Source::Lazy(l) if !l.is_done() => l.shape().iter().product(),
+            _ => 0,
+        }
+    }
+
     /// Runs any pending element-wise expression; the result is stored.
     pub fn realize(&self) -> Result<Tensor> {
         match &self.src {
@@ -217,10 +226,11 @@ impl Tensor {
 
     /// The storage and layout of the realized tensor.
     pub(crate) fn storage(&self) -> Result<(Arc<Storage>, Layout)> {
-        match self.realize()?.src {
-            Source::Stored(s) => Ok((s, self.layout.clone())),
-            Source::Lazy(_) => Err(Error::Internal("realize left a lazy tensor".into())),
-        }
+        let storage = match &self.src {
+            Source::Stored(s) => s.clone(),
+            Source::Lazy(l) => l.materialize(&self.exec, self.dtype)?,
+        };
+        Ok((storage, self.layout.clone()))
     }
 
     /// A contiguous tensor with the same elements (itself if already contiguous).
@@ -237,6 +247,12 @@ impl Tensor {
     /// may be any view.
     pub fn copy_into(&self, out: &Tensor) -> Result<()> {
         self.check_same_executor(out)?;
+        if let Source::Lazy(l) = &self.src {
+            if self.dtype == out.dtype && l.shape() == out.shape() && !l.is_done() {
+                // The pending expression itself runs into `out`.
+                return lazy::run_into(&self.exec, l, out);
+            }
+        }
         let src = self.broadcast_to(out.shape())?.cast(out.dtype)?;
         let lazy = Operand::of(&src)?.into_lazy(out.shape());
         lazy::run_into(&self.exec, &lazy, out)

@@ -27,7 +27,7 @@ impl Tensor {
             None => {
                 let c = self.contiguous()?;
                 let l = Layout {
-                    shape,
+                    shape: shape.into(),
                     strides: layout::contiguous_strides(&c.layout.shape),
                     offset: c.layout.offset,
                 };

@@ -1,0 +1,171 @@
+"""The native call path: hg.ops functions validate and run in one native call, tensor operators
+take their operands as they come, and repeated element-wise launches come from the launch cache
+(no kernel building per call)."""
+
+import numpy as np
+import pytest
+
+import hologram as hg
+from hologram import _native
+
+
+def buffers(ex, *arrays):
+    out = []
+    for x in arrays:
+        b = ex.allocate(x.size, dtype=x.dtype)
+        b.from_numpy(x)
+        out.append(b)
+    return out
+
+
+def test_ops_are_native_functions():
+    # No Python frame per call: the module's functions are the native ones.
+    assert hg.ops.vector_add is _native.seed_ops.vector_add
+    assert hg.ops.reduce.sum is _native.seed_ops.sum
+    assert "element-wise" in hg.ops.vector_add.__doc__
+
+
+BINARY = [("vector_add", np.add), ("vector_sub", np.subtract), ("vector_mul", np.multiply),
+          ("vector_div", np.divide), ("min", np.minimum), ("max", np.maximum)]
+UNARY = [("abs", np.abs), ("neg", np.negative), ("relu", lambda x: np.maximum(x, 0)),
+         ("exp", np.exp), ("sqrt", lambda x: np.sqrt(np.abs(x))), ("tanh", np.tanh)]
+
+
+@pytest.mark.parametrize("name,ref", BINARY)
+@pytest.mark.parametrize("n", [None, 5, 0])
+def test_binary_ops_match_numpy_on_a_prefix(ex, rng, name, ref, n):
+    x = rng.standard_normal(16).astype(np.float32)
+    y = rng.uniform(0.5, 2.0, 16).astype(np.float32)
+    a, b, c = buffers(ex, x, y, np.full(16, 9.0, np.float32))
+    getattr(hg.ops, name)(ex, a, b, c, n)
+    k = 16 if n is None else n
+    want = np.concatenate([ref(x[:k], y[:k]), np.full(16 - k, 9.0, np.float32)])
+    np.testing.assert_allclose(c.to_numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,ref", UNARY)
+def test_unary_ops_match_numpy(ex, rng, name, ref):
+    x = rng.standard_normal(33).astype(np.float32)
+    if name == "sqrt":
+        x = np.abs(x)
+    a, c = buffers(ex, x, np.zeros(33, np.float32))
+    getattr(hg.ops, name)(ex, a, c)
+    np.testing.assert_allclose(c.to_numpy(), ref(x), rtol=2e-6, atol=1e-7)
+
+
+def test_reductions_return_floats_and_fill_out(ex, rng):
+    x = rng.standard_normal(40).astype(np.float32)
+    a, out = buffers(ex, x, np.zeros(2, np.float32))
+    got = hg.ops.sum(ex, a, out, n=10)
+    assert isinstance(got, float)
+    assert got == pytest.approx(float(x[:10].sum()), rel=1e-5)
+    assert out.to_numpy()[0] == pytest.approx(got) and out.to_numpy()[1] == 0.0
+    assert hg.ops.mean(ex, a) == pytest.approx(float(x.mean()), rel=1e-5, abs=1e-6)
+    assert hg.ops.reduce_max(ex, a) == float(x.max())
+    assert hg.ops.reduce_min(ex, a, n=3) == float(x[:3].min())
+
+
+def test_ops_accept_native_objects_and_tensors(ex):
+    x = np.arange(8, dtype=np.float32)
+    a, b, c = buffers(ex, x, x, np.zeros(8, np.float32))
+    hg.ops.vector_add(ex._e, a._t, b.tensor(), c)
+    np.testing.assert_array_equal(c.to_numpy(), 2 * x)
+
+
+def test_arguments_are_validated_before_any_work(ex):
+    a, b, c = buffers(ex, *(np.ones(8, np.float32) for _ in range(3)))
+    with pytest.raises(hg.ValidationError, match="expected a Buffer, got ndarray"):
+        hg.ops.vector_add(ex, a, np.ones(8, np.float32), c)
+    with pytest.raises(hg.ValidationError, match="expected an Executor, got str"):
+        hg.ops.vector_add("cpu", a, b, c)
+    with pytest.raises(hg.ValidationError, match="n = 9 exceeds the buffers"):
+        hg.ops.vector_add(ex, a, b, c, 9)
+    with pytest.raises(hg.ValidationError, match="n = -1 exceeds"):
+        hg.ops.relu(ex, a, c, -1)
+    with pytest.raises(hg.ValidationError, match="does not fit"):
+        hg.ops.gemm(ex, a, b, c, 3, 3, 3)
+    with pytest.raises(hg.ValidationError, match="does not fit"):
+        hg.ops.matvec(ex, a, b, c, 3, 3)
+    with pytest.raises(TypeError):
+        hg.ops.vector_add(ex, a, b)
+    np.testing.assert_array_equal(c.to_numpy(), np.ones(8, np.float32))
+
+
+def test_cross_entropy_infers_the_class_count():
+    ex = hg.Executor("cpu")
+    logits = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
+    targets = np.array([0, 2, 1, 2], np.int64)
+    lb, tb = buffers(ex, logits.ravel(), targets)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    want = -logp[np.arange(4), targets].mean()
+    assert hg.ops.cross_entropy(ex, lb, tb) == pytest.approx(float(want), rel=1e-5)
+
+
+def test_tensor_operands_numbers_and_rejections():
+    t = hg.asarray(np.array([1.0, 2.0, 3.0], np.float32), device="cpu")
+    np.testing.assert_array_equal((t + np.float32(1.5)).numpy(), [2.5, 3.5, 4.5])
+    np.testing.assert_array_equal((t * True).numpy(), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal((2 - t).numpy(), [1.0, 0.0, -1.0])
+    np.testing.assert_array_equal((t + t._t).numpy(), [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal((t < 2.5).numpy(), [True, True, False])
+    with pytest.raises(TypeError, match="unsupported operand str"):
+        t + "1"
+    with pytest.raises(TypeError, match="unsupported operand ndarray"):
+        t._t.binary("add", np.ones(3, np.float32))
+
+
+def test_repeated_launches_come_from_the_launch_cache():
+    ex = hg.Executor("cpu")
+    a, b, c = buffers(ex, *(np.full(64, 2.0, np.float32) for _ in range(3)))
+    hg.ops.vector_mul(ex, a, b, c)
+    before = ex.stats()
+    for _ in range(5):
+        hg.ops.vector_mul(ex, a, b, c)
+    after = ex.stats()
+    assert after["launch_cache_hits"] - before["launch_cache_hits"] == 5
+    assert after["kernels_compiled"] == before["kernels_compiled"]
+    assert after["launches"] - before["launches"] == 5
+    # Another expression, dtype or layout is another kernel, not a wrong hit.
+    hg.ops.vector_add(ex, a, b, c)
+    hg.ops.vector_mul(ex, a, b, c, 33)
+    d = ex.allocate(64, dtype=np.float64)
+    hg.ops.vector_mul(ex, a, b, d)
+    np.testing.assert_array_equal(c.to_numpy(), np.full(64, 4.0, np.float32))
+    np.testing.assert_array_equal(d.to_numpy(), np.full(64, 4.0))
+
+
+def test_large_work_runs_with_the_gil_released_and_gives_the_same_results():
+    # Above the size the GIL is kept for, the op runs the same code without the GIL.
+    n = 1 << 16
+    ex = hg.Executor("cpu")
+    x = np.linspace(-1, 1, n, dtype=np.float32)
+    a, c = buffers(ex, x, np.zeros(n, np.float32))
+    hg.ops.relu(ex, a, c)
+    np.testing.assert_array_equal(c.to_numpy(), np.maximum(x, 0))
+    assert hg.ops.sum(ex, c) == pytest.approx(float(np.maximum(x, 0).sum()), rel=1e-4)
+
+
+def test_item_gives_a_python_number_of_the_dtype_exactly():
+    big = 2**62 + 1  # not a float64: item() reads the integer itself
+    t = hg.asarray(np.array([big], np.int64), device="cpu")
+    assert t.item() == big and type(t.item()) is int
+    assert hg.asarray(np.array([True]), device="cpu").item() is True
+    assert hg.asarray(np.array([2**63 + 5], np.uint64), device="cpu").item() == 2**63 + 5
+    half = hg.asarray(np.array([1.5], np.float16), device="cpu").item()
+    assert type(half) is float and half == 1.5
+    assert hg.asarray(np.array([200, 100], np.uint8), device="cpu").sum().item() == 300
+    with pytest.raises(hg.ValidationError, match="one element"):
+        hg.asarray([1.0, 2.0], device="cpu").item()
+
+
+def test_reduction_axes_may_be_none_an_int_or_a_sequence():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = hg.asarray(x, device="cpu")
+    np.testing.assert_array_equal(t.sum().numpy(), x.sum())
+    np.testing.assert_array_equal(t.sum(axis=1).numpy(), x.sum(axis=1))
+    np.testing.assert_array_equal(t.sum(axis=np.int64(-1)).numpy(), x.sum(axis=-1))
+    np.testing.assert_array_equal(t.max(axis=(0, 2)).numpy(), x.max(axis=(0, 2)))
+    np.testing.assert_array_equal(t.mean(axis=[2], keepdims=True).numpy(), x.mean(axis=2, keepdims=True))
+    with pytest.raises(TypeError):
+        t.sum(axis="1")
