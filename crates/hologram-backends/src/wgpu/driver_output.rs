@@ -108,9 +108,8 @@ mod imp {
             return probe();
         }
         // SAFETY: `saved` is a new descriptor that nothing else owns.
-        let restore = Restore {
-            saved: unsafe { OwnedFd::from_raw_fd(saved) },
-        };
+        let saved = unsafe { OwnedFd::from_raw_fd(saved) };
+        let restore = Restore { saved };
         // SAFETY: `file` stays open until after stderr is restored.
         if unsafe { libc::dup2(file.as_raw_fd(), 2) } < 0 {
             return probe();
