@@ -1062,3 +1062,35 @@ fn broadcast_and_strided_operands_run_as_native_loops_on_the_cpu() {
         }
     }
 }
+
+/// Scalars of float and 32/64-bit integer ops are kernel parameters: another value runs the
+/// kernel already compiled (no compile, no new cache entry), and computes with the new value.
+#[test]
+fn new_scalar_values_reuse_the_compiled_kernel() {
+    each(&[DType::F32, DType::I32, DType::F16], |exec, dt, rng| {
+        let a = random_arr(rng, &[5, 7], dt, -6.0, 6.0);
+        let t = upload(exec, &a, dt);
+        let run = |s: f64| {
+            let got = download(&t.mul(s).unwrap().add(s).unwrap());
+            let s = round_to(s, dt);
+            assert_close(
+                &format!("x * {s} + {s}"),
+                &got,
+                &a.map(|x| round_to(round_to(x * s, dt) + s, dt)),
+                tol(dt),
+            );
+        };
+        run(3.0);
+        let before = exec.kernel_cache_stats();
+        for s in [-2.0, 5.0, 0.0, 7.0] {
+            run(s);
+        }
+        let after = exec.kernel_cache_stats();
+        assert_eq!(
+            (after.compiles, after.entries),
+            (before.compiles, before.entries),
+            "{}: a new scalar value compiled a kernel",
+            exec.backend_type()
+        );
+    });
+}

@@ -3,6 +3,7 @@
 //! The kernel is built as IR ([`ProgramBuilder`]) and declared an element-wise map, which the
 //! compiler checks, so backends run it on their map paths.
 
+use hologram_isa::semantics::Value;
 use hologram_isa::{BinaryOp, CmpOp, Operand, Program, ProgramBuilder, Special, Type, UnaryOp};
 
 use super::{imm, lit};
@@ -70,16 +71,13 @@ impl Gen<'_> {
         format!("%v{n}")
     }
 
-    /// Operand for node `n`: scalars become literals.
+    /// Operand for node `n`: scalars become parameters (see [`scalar_value`]) or literals.
     fn opnd(&self, n: NodeId) -> Operand<String> {
         match &self.spec.graph.nodes[n as usize] {
-            (Node::Scalar(v), d) => {
-                let t = compute(*d);
-                match (v, t) {
-                    (hologram_isa::semantics::Value::Pred(_), _) => imm(*v),
-                    _ => imm(hologram_isa::semantics::eval::cvt(*v, t).unwrap_or(*v)),
-                }
-            }
+            (Node::Scalar(v), d) => match scalar_param_type(*v, *d) {
+                Some(_) => Operand::Param(scalar_param(n)),
+                None => imm(scalar_value(*v, *d)),
+            },
             _ => Operand::Reg(Self::reg(n)[1..].to_string()),
         }
     }
@@ -369,6 +367,50 @@ fn needed_nodes(spec: &Spec<'_>) -> Vec<bool> {
     needed
 }
 
+/// The parameter type of a scalar operand, or `None` when it is written as a literal.
+///
+/// Scalars of 32- and 64-bit compute types are kernel parameters, so `x * 0.5` and `x * 0.25`
+/// (a learning rate, a step's bias correction) share one kernel instead of compiling one each
+/// and growing the caches without bound. Booleans and narrow integers stay literals: they take
+/// few values, and not every backend takes parameters of their types.
+pub(crate) fn scalar_param_type(v: Value, d: DType) -> Option<Type> {
+    let t = compute(d);
+    let wide = matches!(
+        t,
+        Type::F32 | Type::F64 | Type::I32 | Type::U32 | Type::I64 | Type::U64
+    );
+    (wide && !matches!(v, Value::Pred(_))).then_some(t)
+}
+
+/// A scalar operand's value in its compute type.
+pub(crate) fn scalar_value(v: Value, d: DType) -> Value {
+    match v {
+        Value::Pred(_) => v,
+        _ => hologram_isa::semantics::eval::cvt(v, compute(d)).unwrap_or(v),
+    }
+}
+
+/// The parameter holding scalar node `n`.
+fn scalar_param(n: NodeId) -> String {
+    format!("c{n}")
+}
+
+/// The scalar nodes the kernel of `spec` takes as parameters, in parameter order, with their
+/// values (the launch passes them after the shape).
+pub(crate) fn scalar_params<'a>(spec: &'a Spec<'a>) -> impl Iterator<Item = Value> + 'a {
+    let needed = needed_nodes(spec);
+    spec.graph
+        .nodes
+        .iter()
+        .zip(needed)
+        .filter_map(|((node, d), need)| match node {
+            Node::Scalar(v) if need && scalar_param_type(*v, *d).is_some() => {
+                Some(scalar_value(*v, *d))
+            }
+            _ => None,
+        })
+}
+
 /// The kernel for a spec, as IR.
 pub(crate) fn program(spec: &Spec<'_>) -> Program {
     let needed = needed_nodes(spec);
@@ -399,6 +441,13 @@ pub(crate) fn program(spec: &Spec<'_>) -> Program {
     if strided {
         for d in 0..spec.rank {
             b.scalar(&format!("d{d}"), Type::U32);
+        }
+    }
+    for (i, ((node, d), &need)) in spec.graph.nodes.iter().zip(&needed).enumerate() {
+        if let (Node::Scalar(v), true) = (node, need) {
+            if let Some(t) = scalar_param_type(*v, *d) {
+                b.scalar(&scalar_param(i as NodeId), t);
+            }
         }
     }
     b.setp(CmpOp::Ge, Type::U32, "%done", GID, "n");

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use hologram_backends::CompiledKernel;
 
-use super::elementwise::{Access, Spec};
+use super::elementwise::{self, Access, Spec};
 use crate::tensor::expr::Node;
 
 /// A multiply-rotate hash of machine words (keys are short and built by us, not by an
@@ -104,7 +104,11 @@ pub(crate) fn key(spec: &Spec<'_>) -> Key {
         let pair = |a: u32, b: u32| a as u64 | (b as u64) << 32;
         match node {
             Node::Input(i) => k.extend([tag(0, 0), *i as u64]),
-            Node::Scalar(v) => k.extend([tag(1, v.ty() as u64), v.to_bits()]),
+            // A scalar passed as a parameter leaves the kernel the same for every value.
+            Node::Scalar(v) => match elementwise::scalar_param_type(*v, *dt) {
+                Some(_) => k.extend([tag(1, v.ty() as u64), u64::MAX]),
+                None => k.extend([tag(1, v.ty() as u64), v.to_bits()]),
+            },
             Node::Unary(f, a) => k.extend([tag(2, *f as u64), *a as u64]),
             Node::Binary(f, a, b) => k.extend([tag(3, *f as u64), pair(*a, *b)]),
             Node::Compare(c, a, b) => k.extend([tag(4, *c as u64), pair(*a, *b)]),
@@ -152,10 +156,20 @@ mod tests {
             base,
             spec(&add_graph(Value::F32(1.0)), Access::Dense, Access::Dense)
         );
-        assert_ne!(
+        // A float scalar is a kernel parameter: another value, the same kernel.
+        assert_eq!(
             base,
             spec(&add_graph(Value::F32(2.0)), Access::Dense, Access::Dense)
         );
+        // Narrow integers stay literals: another value, another kernel.
+        let narrow = |v: u8| {
+            let mut g = add_graph(Value::U8(v));
+            for node in &mut g.nodes {
+                node.1 = DType::U8;
+            }
+            spec(&g, Access::Dense, Access::Dense)
+        };
+        assert_ne!(narrow(1), narrow(2));
         assert_ne!(
             base,
             spec(&add_graph(Value::F64(1.0)), Access::Dense, Access::Dense)

@@ -357,6 +357,7 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
     if strided {
         args.extend(shape.iter().map(|&d| u(d)));
     }
+    args.extend(elementwise::scalar_params(&spec).map(KernelArg::Scalar));
     exec.launch(&kernel, &LaunchConfig::for_elements(n as u64, 256), &args)
 }
 
