@@ -1,5 +1,7 @@
 //! General matrix multiply: `C = alpha * op(A) * op(B) + beta * C`, row-major, batched.
 
+use std::sync::Mutex;
+
 use hologram_isa::semantics::Value;
 use hologram_isa::Type;
 
@@ -277,6 +279,25 @@ STORE:
     )
 }
 
+/// The GEMM kernel of an element type in canonical form, assembled once per process: its text
+/// depends only on the type, and every call parsed, validated, canonicalized and digested it
+/// again before the backend found its compiled pipeline by that digest.
+fn gemm_kernel(ty: Type) -> Result<hologram_compiler::Canonical> {
+    static KERNELS: Mutex<Vec<(Type, hologram_compiler::Canonical)>> = Mutex::new(Vec::new());
+    let mut kernels = KERNELS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, k)) = kernels.iter().find(|(t, _)| *t == ty) {
+        return Ok(k.clone());
+    }
+    let kernel = hologram_compiler::Canonical::assemble(&kernel_text(ty)).map_err(|e| {
+        BackendError::Compile {
+            kernel: format!("gemm_{ty}"),
+            log: e.to_string(),
+        }
+    })?;
+    kernels.push((ty, kernel.clone()));
+    Ok(kernel)
+}
+
 /// Runs a GEMM with the generic kernel on any backend.
 pub fn generic_gemm<B: Backend + ?Sized>(
     backend: &B,
@@ -289,13 +310,7 @@ pub fn generic_gemm<B: Backend + ?Sized>(
     if desc.m == 0 || desc.n == 0 || desc.batch == 0 {
         return Ok(());
     }
-    let kernel = hologram_compiler::Canonical::assemble(&kernel_text(desc.ty)).map_err(|e| {
-        BackendError::Compile {
-            kernel: format!("gemm_{}", desc.ty),
-            log: e.to_string(),
-        }
-    })?;
-    let compiled = backend.compile(&kernel)?;
+    let compiled = backend.compile(&gemm_kernel(desc.ty)?)?;
     let acc = |v: f64| {
         if desc.ty == Type::F64 {
             Value::F64(v)
