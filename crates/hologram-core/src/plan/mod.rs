@@ -171,8 +171,10 @@ impl Plan {
             constant_bytes,
             ..PlanStats::default()
         };
-        let profile = std::env::var_os("HOLOGRAM_PLAN_PROFILE").is_some_and(|v| v != "0");
-        let graph = if profile || std::env::var_os("HOLOGRAM_PLAN_NO_CAPTURE").is_some() {
+        // Both switches: set and not `0` (an empty value is off too).
+        let on = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+        let profile = on("HOLOGRAM_PLAN_PROFILE");
+        let graph = if profile || on("HOLOGRAM_PLAN_NO_CAPTURE") {
             None
         } else {
             backend.capture(&mut || steps.iter().try_for_each(|s| s.run(backend.as_ref())))?
