@@ -19,10 +19,12 @@ def test_unavailable_backend():
 
 
 def test_invalid_program_has_line_and_column():
-    with pytest.raises(hg.ValidationError, match="2:16"):
+    with pytest.raises(hg.ValidationError, match="2:16") as parse:
         hg.asm(".kernel k\n    mov.u32 %a 1;\n")
-    with pytest.raises(hg.ValidationError, match="read-only"):
+    assert (parse.value.line, parse.value.column) == (2, 16)
+    with pytest.raises(hg.ValidationError, match="read-only") as invalid:
         hg.asm(".kernel k\n.param .buf.f32 y\n    st.f32 y[0], 1.0;\n")
+    assert (invalid.value.line, invalid.value.column) == (3, 5)
 
 
 def test_out_of_bounds_kernel(ex):

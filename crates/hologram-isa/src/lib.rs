@@ -67,9 +67,27 @@ pub enum AsmError {
     Invalid {
         /// The rendered message, starting with `line:col:`.
         message: String,
-        /// The underlying error.
-        error: ValidationError,
+        /// The underlying error (boxed: it keeps `Result<_, AsmError>` small).
+        error: Box<ValidationError>,
+        /// 1-based line and column of what is invalid, when the text has one (an error about
+        /// the kernel as a whole may not).
+        position: Option<(u32, u32)>,
     },
+}
+
+impl AsmError {
+    /// 1-based line and column the error points at, if any.
+    ///
+    /// ```
+    /// let e = hologram_isa::assemble(".kernel k\n    add.f32 %a, %b;\n").unwrap_err();
+    /// assert_eq!(e.position().map(|(line, _)| line), Some(2));
+    /// ```
+    pub fn position(&self) -> Option<(usize, usize)> {
+        match self {
+            AsmError::Parse(p) => Some((p.line, p.col)),
+            AsmError::Invalid { position, .. } => position.map(|(l, c)| (l as usize, c as usize)),
+        }
+    }
 }
 
 /// Decodes, parses and validates `.hasm` source given as bytes (a file's contents); errors point
@@ -83,6 +101,10 @@ pub fn assemble(text: &str) -> Result<Kernel, AsmError> {
     let (program, map) = parse_with_source_map(text)?;
     validate(&program).map_err(|error| AsmError::Invalid {
         message: error.render(&map),
-        error,
+        position: error.location.position(&map).map(|(l, c)| {
+            let narrow = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+            (narrow(l), narrow(c))
+        }),
+        error: Box::new(error),
     })
 }

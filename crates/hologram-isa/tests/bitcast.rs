@@ -37,7 +37,7 @@ fn every_pair_of_one_width_validates_and_round_trips() {
                 assert!(print(&p).contains(&format!("bitcast.{to}.{from} %b, %a;")));
             } else {
                 match result {
-                    Err(AsmError::Invalid { message, error }) => {
+                    Err(AsmError::Invalid { message, error, .. }) => {
                         assert!(
                             matches!(error.kind, ValidationErrorKind::TypeMismatch(_)),
                             "{message}"

@@ -22,7 +22,7 @@ fn call_chain(depth: usize) -> String {
 
 fn invalid(text: &str) -> (String, K) {
     match assemble(text) {
-        Err(AsmError::Invalid { message, error }) => (message, error.kind),
+        Err(AsmError::Invalid { message, error, .. }) => (message, error.kind),
         Err(AsmError::Parse(e)) => panic!("expected a validation error, got {e}"),
         Ok(_) => panic!("expected a validation error"),
     }

@@ -10,7 +10,7 @@ fn kernel(body: &str) -> String {
 
 fn rejects(body: &str) -> (String, K) {
     match assemble(&kernel(body)) {
-        Err(AsmError::Invalid { message, error }) => (message, error.kind),
+        Err(AsmError::Invalid { message, error, .. }) => (message, error.kind),
         Err(AsmError::Parse(e)) => panic!("expected a validation error, got parse error {e}"),
         Ok(_) => panic!("expected a validation error for:\n{body}"),
     }

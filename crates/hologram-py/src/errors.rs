@@ -50,8 +50,24 @@ create_exception!(
 );
 
 /// Converts a core error into the matching Python exception.
+///
+/// A `ValidationError` from `.hasm` text carries `line` and `column` (1-based, or `None` when
+/// the error is about the kernel as a whole).
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
+    if let Error::Asm(a) = &e {
+        // The assembler's own message, which starts with `line:col:` as Python callers expect.
+        let err = ValidationError::new_err(a.to_string());
+        let (line, column) = a.position().unzip();
+        Python::attach(|py| {
+            let v = err.value(py);
+            // Setting an attribute on a fresh exception instance cannot fail in practice; if it
+            // did, the message still carries `line:col:`.
+            let _ = v.setattr("line", line);
+            let _ = v.setattr("column", column);
+        });
+        return err;
+    }
     match e {
         Error::BackendUnavailable { .. } | Error::UnknownBackend(_) => {
             BackendUnavailableError::new_err(msg)

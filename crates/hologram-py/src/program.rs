@@ -42,12 +42,12 @@ impl PyProgram {
                 text.get_type().name()?
             )));
         };
-        py.detach(move || -> Result<PyProgram, String> {
-            let kernel = hologram_isa::assemble_bytes(&bytes).map_err(|e| e.to_string())?;
-            let canonical = Canonical::new(&kernel).map_err(|e| e.to_string())?;
+        py.detach(move || -> Result<PyProgram, hologram_core::Error> {
+            let kernel = hologram_isa::assemble_bytes(&bytes)?;
+            let canonical = Canonical::new(&kernel)?;
             Ok(PyProgram { kernel, canonical })
         })
-        .map_err(ValidationError::new_err::<String>)
+        .map_err(crate::errors::to_py)
     }
 
     /// Kernel name.
