@@ -331,11 +331,17 @@ impl NativeMap {
     ) -> bool {
         let failed = std::sync::atomic::AtomicBool::new(false);
         let fast = self.in_place_is_safe(k, globals, sizes, n);
-        let divisions: Vec<Option<InvariantDivisor>> = self
-            .invariant_divisions
-            .iter()
-            .map(|d| d.map(|(c, rem)| InvariantDivisor::new(const_bits[c] as u32, rem)))
-            .collect();
+        // Per body instruction, this launch's divisor; empty (no allocation) for the many maps
+        // without one.
+        let divisions: Vec<Option<InvariantDivisor>> =
+            if self.invariant_divisions.iter().any(Option::is_some) {
+                self.invariant_divisions
+                    .iter()
+                    .map(|d| d.map(|(c, rem)| InvariantDivisor::new(const_bits[c] as u32, rem)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
         // Small launches get a register file as wide as the launch, not a full chunk.
         let width = CHUNK.min(n.max(1));
         let chunks = n.div_ceil(width);
@@ -398,13 +404,12 @@ impl NativeMap {
                     };
                     fill_splat(region, const_bits[ci as usize], ty.size_bytes());
                 }
-                match &x.op {
+                if let (Some(Some(div)), XOp::Compute { d, a, .. }) = (divisions.get(i), &x.op) {
                     // SAFETY: both slots hold `len` u32 values (the instruction is `.u32`).
-                    XOp::Compute { d, a, .. } if divisions[i].is_some() => unsafe {
-                        if let Some(div) = &divisions[i] {
-                            div.apply_raw(len, ptrs[*d as usize], ptrs[*a as usize])
-                        }
-                    },
+                    unsafe { div.apply_raw(len, ptrs[*d as usize], ptrs[*a as usize]) };
+                    continue;
+                }
+                match &x.op {
                     // SAFETY: slot pointers address `len` valid elements of the right type.
                     XOp::Compute { f, d, a, b, c } => unsafe {
                         f(

@@ -398,7 +398,14 @@ fn scalar_param(n: NodeId) -> String {
 /// The scalar nodes the kernel of `spec` takes as parameters, in parameter order, with their
 /// values (the launch passes them after the shape).
 pub(crate) fn scalar_params<'a>(spec: &'a Spec<'a>) -> impl Iterator<Item = Value> + 'a {
-    let needed = needed_nodes(spec);
+    let is_param = |(node, d): &(Node, DType)| matches!(node, Node::Scalar(v) if scalar_param_type(*v, *d).is_some());
+    // Runs on every launch: most expressions (`a + b`) have no scalar and skip the reachability
+    // walk and its allocation.
+    let needed = if spec.graph.nodes.iter().any(is_param) {
+        needed_nodes(spec)
+    } else {
+        Vec::new()
+    };
     spec.graph
         .nodes
         .iter()
