@@ -518,6 +518,21 @@ fn data_type(ty: Type) -> Result<ncclDataType_t> {
     })
 }
 
+/// Starts an NCCL group by hand, for callers that cannot pass a closure (Python's `with`); pair
+/// every call with [`group_end`]. Prefer [`group`].
+pub fn group_start() -> Result<()> {
+    let api = nccl()?;
+    // SAFETY: no arguments; nests with other groups.
+    check(api, "ncclGroupStart", unsafe { (api.ncclGroupStart)() })
+}
+
+/// Ends the group [`group_start`] began: the grouped collectives are launched here.
+pub fn group_end() -> Result<()> {
+    let api = nccl()?;
+    // SAFETY: no arguments; NCCL reports a group end without a start as an error.
+    check(api, "ncclGroupEnd", unsafe { (api.ncclGroupEnd)() })
+}
+
 /// Runs `calls` as one NCCL group (`ncclGroupStart` .. `ncclGroupEnd`): needed when one thread
 /// issues the collectives of several ranks, and fuses small collectives. The group is ended even
 /// when `calls` fails; its error comes first.
