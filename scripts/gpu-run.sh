@@ -71,10 +71,14 @@ find_lib() {
     return 1
 }
 printf '==> environment\n'
-for lib in libcuda.so libnvrtc.so libcublas.so; do
+for lib in libcuda.so libnvrtc.so libcublas.so libnccl.so; do
     if find_lib "$lib"; then echo "found $lib"; else echo "NOT FOUND: $lib"; fi
 done
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+# NVLink multicast (NVLS) stays off for every NCCL user here (issue 16).
+export NCCL_NVLS_ENABLE=0
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+echo "GPUs: ${GPUS:-0}; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi failed"
 ls -l "$BUNDLE" || echo "no bundle at $BUNDLE: run scripts/gpu-check.sh first and carry target/gpu-bundle"
 
@@ -115,6 +119,18 @@ record "benchmarks vs PyTorch" "$s" "report: $OUT/bench-results/cuda.md"
 # 4. CUDA-specific tests (out of bounds, unchecked, async/sync, cuBLAS GEMM, copies, disk cache).
 if HOLOGRAM_REQUIRE_GPU=1 step cudatests 120 "$BUNDLE/cuda_gpu" --test-threads=1 --nocapture; then s=ok; else s=FAIL; fi
 record "CUDA tests (cuda_gpu)" "$s" "$(grep -E '^test result|^test .* FAILED' "$SCRATCH/cudatests.out" | tr '\n' ' ')"
+
+# 4b. NCCL on one GPU: communicators of size 1, copies between two backends of one GPU.
+if HOLOGRAM_REQUIRE_GPU=1 step nccl 120 "$BUNDLE/nccl" --test-threads=1 --nocapture single_gpu missing; then s=ok; else s=FAIL; fi
+record "NCCL, one GPU (nccl single_gpu)" "$s" "$(grep -E '^NCCL |^test result|^test .* FAILED' "$SCRATCH/nccl.out" | tr '\n' ' ')"
+# 4c. NCCL across every GPU: each collective from one thread and one thread per GPU, peer copies.
+if [ "${GPUS:-0}" -ge 2 ]; then
+    if HOLOGRAM_REQUIRE_GPU=1 step multigpu 180 "$BUNDLE/nccl" --test-threads=1 --nocapture all_gpus; then s=ok; else s=FAIL; fi
+    record "NCCL, all $GPUS GPUs (nccl all_gpus)" "$s" "$(grep -E '^test result|^test .* FAILED|skipped' "$SCRATCH/multigpu.out" | tr '\n' ' ')"
+else
+    echo "multigpu: skipped, this machine has ${GPUS:-0} GPU (the all-GPU collectives need 2 or more)"
+    record "NCCL, all GPUs (nccl all_gpus)" skipped "${GPUS:-0} GPU: needs 2 or more"
+fi
 
 # 5. CPU and CUDA compared on every buffer of every program.
 if step crosscheck 120 "$H" cross-check --backend cuda --reference cpu --dir "$CONF"; then s=ok; else s=FAIL; fi
@@ -185,6 +201,17 @@ if [ -n "$WHEEL" ] && python3 -m pip install -q --no-deps --no-compile --target 
     # 12b. Whole models: eager, torch.compile(backend="hologram"), compile_step, inductor.
     if PYTHONUNBUFFERED=1 step models 420 python3 bench/models.py --device cuda --impls "${MODELS_IMPLS:-eager,hologram,hologram-step,inductor}" --blocks 3 --per-block 10 --json "$OUT/models-cuda.json" --md "$OUT/models-cuda.md"; then s=ok; else s=FAIL; fi
     record "bench/models.py --device cuda" "$s" "$(grep -cE ' (train|infer) ' "$SCRATCH/models.out") cases"
+    # 12c. Several GPUs: all-reduce bandwidth against torch.distributed, and data-parallel GPT
+    # training (1 GPU vs all, same global batch; the loss curves must agree within 1%).
+    if [ "${GPUS:-0}" -ge 2 ]; then
+        if PYTHONUNBUFFERED=1 step allreduce 240 python3 bench/allreduce.py --json "$OUT/allreduce.json"; then s=ok; else s=FAIL; fi
+        record "bench/allreduce.py ($GPUS GPUs)" "$s" "$(grep -E '^(hologram|torch) |busbw =' "$SCRATCH/allreduce.out" | sed 's/  */ /g' | tr '\n' ';')"
+        if PYTHONUNBUFFERED=1 step ddp 300 python3 examples/ddp_train.py --steps "${DDP_STEPS:-30}" --json "$OUT/ddp.json"; then s=ok; else s=FAIL; fi
+        record "examples/ddp_train.py ($GPUS GPUs)" "$s" "$(grep -E 'speedup|largest relative' "$SCRATCH/ddp.out" | sed 's/  */ /g' | tr '\n' ';')"
+    else
+        echo "allreduce, ddp: skipped, this machine has ${GPUS:-0} GPU (they need 2 or more)"
+        record "bench/allreduce.py, examples/ddp_train.py" skipped "${GPUS:-0} GPU: needs 2 or more"
+    fi
 else
     record "Python tests and bench/run.py" skipped "no wheel in $BUNDLE/wheel"
 fi

@@ -73,9 +73,11 @@ def group():
 
 
 def _executor(device) -> Executor:
-    if isinstance(device, Executor):
-        return device
-    return Executor(str(device))
+    """An executor given as such, or the shared executor of a device name (``'cuda:1'``): the
+    one ``hg.from_dlpack`` and ``device=`` arguments use, so their tensors can take part."""
+    from .tensor import executor_for
+
+    return executor_for(device)
 
 
 class Communicator:
