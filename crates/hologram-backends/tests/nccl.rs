@@ -96,7 +96,7 @@ fn missing_nccl_or_gpu_is_an_error_not_a_panic() {
     let _ = device_count();
     // A CPU backend is refused with a reason, whether or not NCCL loads.
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
-    let e = Communicator::init_all(&[cpu.clone()]).unwrap_err();
+    let e = Communicator::init_all(std::slice::from_ref(&cpu)).unwrap_err();
     assert!(
         matches!(
             e,
@@ -188,12 +188,15 @@ fn single_gpu_copy_between_two_backends() {
     );
 }
 
+/// One rank's collective calls, given the rank.
+type RankCall<'a> = dyn Fn(usize) -> hologram_backends::Result<()> + Sync + 'a;
+
 /// Checks every collective on `comms` (rank `r` on `gpus[r]`); `issue` runs one rank's calls,
 /// either all inside one group (one thread) or each rank on its own thread.
 fn check_all_collectives(
     gpus: &[Arc<dyn Backend>],
     comms: &[Communicator],
-    issue: &dyn Fn(&(dyn Fn(usize) -> hologram_backends::Result<()> + Sync)),
+    issue: &dyn Fn(&RankCall<'_>),
 ) {
     let n = gpus.len();
     let len = 4096 * n + n; // not a multiple of anything NCCL likes
@@ -288,7 +291,7 @@ fn all_gpus_collectives_from_one_thread() {
     let Some(gpus) = gpus() else { return };
     let comms = Communicator::init_all(&gpus).unwrap();
     assert_eq!(comms.len(), gpus.len());
-    let issue = |call: &(dyn Fn(usize) -> hologram_backends::Result<()> + Sync)| {
+    let issue = |call: &RankCall<'_>| {
         group(|| (0..gpus.len()).try_for_each(call)).unwrap();
     };
     check_all_collectives(&gpus, &comms, &issue);
@@ -310,7 +313,7 @@ fn all_gpus_collectives_one_thread_per_gpu() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let issue = |call: &(dyn Fn(usize) -> hologram_backends::Result<()> + Sync)| {
+    let issue = |call: &RankCall<'_>| {
         std::thread::scope(|s| {
             for r in 0..n {
                 s.spawn(move || call(r).unwrap());
