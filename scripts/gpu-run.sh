@@ -120,13 +120,15 @@ record "benchmarks vs PyTorch" "$s" "report: $OUT/bench-results/cuda.md"
 if HOLOGRAM_REQUIRE_GPU=1 step cudatests 120 "$BUNDLE/cuda_gpu" --test-threads=1 --nocapture; then s=ok; else s=FAIL; fi
 record "CUDA tests (cuda_gpu)" "$s" "$(grep -E '^test result|^test .* FAILED' "$SCRATCH/cudatests.out" | tr '\n' ' ')"
 
-# 4b. NCCL on one GPU: communicators of size 1, copies between two backends of one GPU.
-if HOLOGRAM_REQUIRE_GPU=1 step nccl 120 "$BUNDLE/nccl" --test-threads=1 --nocapture single_gpu missing; then s=ok; else s=FAIL; fi
-record "NCCL, one GPU (nccl single_gpu)" "$s" "$(grep -E '^NCCL |^test result|^test .* FAILED' "$SCRATCH/nccl.out" | tr '\n' ' ')"
-# 4c. NCCL across every GPU: each collective from one thread and one thread per GPU, peer copies.
+# 4b. NCCL on one GPU: communicators of size 1 (buffers and tensors), gradient buckets, copies
+# between two executors of one GPU.
+if HOLOGRAM_REQUIRE_GPU=1 step nccl 120 bash -c "\"$BUNDLE/nccl\" --test-threads=1 --nocapture single_gpu missing && \"$BUNDLE/collective\" --test-threads=1 --nocapture single_gpu"; then s=ok; else s=FAIL; fi
+record "NCCL, one GPU (nccl, collective)" "$s" "$(grep -E '^NCCL |^test result|^test .* FAILED' "$SCRATCH/nccl.out" | tr '\n' ' ')"
+# 4c. NCCL across every GPU: each collective from one thread and one thread per GPU, peer copies,
+# gradient buckets averaged across ranks.
 if [ "${GPUS:-0}" -ge 2 ]; then
-    if HOLOGRAM_REQUIRE_GPU=1 step multigpu 180 "$BUNDLE/nccl" --test-threads=1 --nocapture all_gpus; then s=ok; else s=FAIL; fi
-    record "NCCL, all $GPUS GPUs (nccl all_gpus)" "$s" "$(grep -E '^test result|^test .* FAILED|skipped' "$SCRATCH/multigpu.out" | tr '\n' ' ')"
+    if HOLOGRAM_REQUIRE_GPU=1 step multigpu 180 bash -c "\"$BUNDLE/nccl\" --test-threads=1 --nocapture all_gpus && \"$BUNDLE/collective\" --test-threads=1 --nocapture all_gpus"; then s=ok; else s=FAIL; fi
+    record "NCCL, all $GPUS GPUs (nccl, collective)" "$s" "$(grep -E '^test result|^test .* FAILED|skipped' "$SCRATCH/multigpu.out" | tr '\n' ' ')"
 else
     echo "multigpu: skipped, this machine has ${GPUS:-0} GPU (the all-GPU collectives need 2 or more)"
     record "NCCL, all GPUs (nccl all_gpus)" skipped "${GPUS:-0} GPU: needs 2 or more"

@@ -40,6 +40,7 @@ mod backend_type;
 mod buffer;
 #[cfg(feature = "cuda")]
 pub mod collective;
+pub mod data_parallel;
 mod device;
 mod dtype;
 mod element;
