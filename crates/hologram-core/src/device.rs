@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use crate::backend_type::BackendType;
 use crate::error::{Error, Result};
@@ -84,7 +83,10 @@ impl Executor {
         #[cfg(feature = "cuda")]
         {
             match hologram_backends::cuda::CudaBackend::on_device(index) {
-                Ok(b) => Ok(Executor::with_backend(BackendType::Cuda, Arc::new(b))),
+                Ok(b) => Ok(Executor::with_backend(
+                    BackendType::Cuda,
+                    std::sync::Arc::new(b),
+                )),
                 Err(hologram_backends::BackendError::Unavailable { reason, .. }) => {
                     Err(Error::BackendUnavailable {
                         backend: format!("cuda:{index}"),
@@ -96,7 +98,6 @@ impl Executor {
         }
         #[cfg(not(feature = "cuda"))]
         {
-            let _ = (index, Arc::<()>::new(()));
             Err(Error::BackendUnavailable {
                 backend: format!("cuda:{index}"),
                 reason:
