@@ -108,6 +108,12 @@ impl Communicator {
     /// The tensor's elements as one buffer argument: it must be this rank's, stored (not a
     /// pending expression) and contiguous, since the collective writes into it.
     fn whole(&self, t: &Tensor, what: &str) -> Result<BufferArg> {
+        if self.exec.recording_here() {
+            // A plan replays recorded steps; a collective left out would silently not run.
+            return Err(Error::InvalidArgument(
+                "collectives cannot be recorded into a plan; run them outside the recording".into(),
+            ));
+        }
         if !t.exec.same_as(&self.exec) {
             return Err(Error::DeviceMismatch(format!(
                 "the {what} tensor is on {}, this rank runs on another executor ({}); move it \
