@@ -129,6 +129,13 @@ impl Executor {
     }
 }
 
+impl<T: crate::element::Element> crate::buffer::Buffer<T> {
+    /// The device the buffer's elements live on.
+    pub fn device(&self) -> Device {
+        self.executor().device()
+    }
+}
+
 impl Tensor {
     /// The device the tensor's elements live on.
     pub fn device(&self) -> Device {
@@ -198,6 +205,7 @@ mod tests {
         let exec = Executor::cpu();
         let t = Tensor::from_slice(&exec, &[1.0f32, 2.0], &[2]).unwrap();
         assert_eq!(t.device().to_string(), "cpu:0");
+        assert_eq!(exec.zeros::<f32>(4).unwrap().device(), t.device());
         let other = Executor::cpu();
         let moved = t.to_device(&other).unwrap();
         assert!(moved.executor().same_as(&other));
