@@ -64,8 +64,16 @@ def main() -> None:
             print(f"GPU busy {gpu_total:.3f} ms per step, {launches:.0f} device events per step")
             print(averages.table(sort_by=sort_key, row_limit=args.top, max_name_column_width=70))
             if args.plan_profile:
-                for kind, report in hologram_torch.plan_profiles():
+                reports = list(hologram_torch.plan_profiles())
+                for whole in TRAIN_STEPS:
+                    reports += [("train step", entry[0].profile()) for entry in whole.plans.values()]
+                TRAIN_STEPS.clear()
+                for kind, report in reports:
                     print(f"--- plan profile ({kind}) ---\n{report}")
+
+
+# compile_step objects made here (their plans' profiles are printed with --plan-profile).
+TRAIN_STEPS: list = []
 
 
 def make_step(models, hologram_torch, torch, case, impl, args):
@@ -78,6 +86,7 @@ def make_step(models, hologram_torch, torch, case, impl, args):
     model.train(train)
     if impl == "hologram-step":
         whole = hologram_torch.compile_step(model, loss_fn, opt_fn(model.parameters()))
+        TRAIN_STEPS.append(whole)
         return lambda: whole(x, y)
     fn = models.implementations(args.device)[impl](model)
     if not train:
