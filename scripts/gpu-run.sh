@@ -29,8 +29,8 @@ BUDGET=${GPU_RUN_BUDGET_S:-560}
 # step NAME TIMEOUT CMD...: echoes and runs CMD with a time limit (cut to what is left of the
 # budget), output to the log and to $SCRATCH/NAME.out; returns CMD's status.
 # GPU_RUN_SKIP / GPU_RUN_ONLY: space-separated step names to leave out / to run alone (a full run
-# takes more than one device call: split it, e.g. GPU_RUN_SKIP="bench runpy models rustbench"
-# then GPU_RUN_ONLY="info bench runpy models rustbench").
+# takes more than one device call: split it, e.g. GPU_RUN_SKIP="bench runpy models profile rustbench"
+# then GPU_RUN_ONLY="info bench runpy models profile rustbench").
 step() {
     local name=$1 limit=$2
     shift 2
@@ -203,7 +203,11 @@ if [ -n "$WHEEL" ] && python3 -m pip install -q --no-deps --no-compile --target 
     # 12b. Whole models: eager, torch.compile(backend="hologram"), compile_step, inductor.
     if PYTHONUNBUFFERED=1 step models 420 python3 bench/models.py --device cuda --impls "${MODELS_IMPLS:-eager,hologram,hologram-step,inductor}" --blocks 3 --per-block 10 --json "$OUT/models-cuda.json" --md "$OUT/models-cuda.md"; then s=ok; else s=FAIL; fi
     record "bench/models.py --device cuda" "$s" "$(grep -cE ' (train|infer) ' "$SCRATCH/models.out") cases"
-    # 12c. Several GPUs: all-reduce bandwidth against torch.distributed, and data-parallel GPT
+    # 12c. Where the GPU time of the slowest cases goes: kernels per step (torch's profiler) and
+    # Hologram's own per-step profile.
+    if PYTHONUNBUFFERED=1 step profile 200 bash -c 'python3 bench/profile_model.py --only gpt --mode train --impls eager,hologram-step --steps 3 --top 30 --plan-profile >"$0/profile-gpt-train.txt" 2>&1; python3 bench/profile_model.py --only resnet18,mlp_infer64 --mode infer --impls eager,hologram --steps 5 --top 25 --plan-profile >"$0/profile-infer.txt" 2>&1; grep -hE "=====|GPU busy" "$0"/profile-*.txt' "$OUT"; then s=ok; else s=FAIL; fi
+    record "bench/profile_model.py (gpt, resnet18, mlp)" "$s" "$(grep -c '=====' "$SCRATCH/profile.out") profiles under \$OUT"
+    # 12d. Several GPUs: all-reduce bandwidth against torch.distributed, and data-parallel GPT
     # training (1 GPU vs all, same global batch; the loss curves must agree within 1%).
     if [ "${GPUS:-0}" -ge 2 ]; then
         if PYTHONUNBUFFERED=1 step allreduce 240 python3 bench/allreduce.py --json "$OUT/allreduce.json"; then s=ok; else s=FAIL; fi

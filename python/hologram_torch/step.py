@@ -226,12 +226,12 @@ class TrainStep:
             # buffers, state).
             loss, n_p, n_s = values[0], len(detached), len(flat_state)
             updates = values[1:1 + n_p] + values[1 + n_p + n_s:] + values[1 + n_p:1 + n_p + n_s]
-            # Every new value is computed before any is written back: an update must not see
-            # another's new parameter.
-            updates = [u.realize() for u in updates]
-            for dst, new in zip(ins[:n_direct], updates):
-                if new is not dst:  # unchanged (an eval-mode buffer)
-                    new._t.copy_into(dst._t)
+            # Every new value is computed from the old ones (an update must not see another's
+            # new parameter); values that read their destination only at the element they write
+            # run straight into it, once no other update still reads it (no temporaries, no
+            # copies).
+            pairs = [(new, dst) for dst, new in zip(ins[:n_direct], updates) if new is not dst]
+            _native.Tensor.assign_all([n._t for n, _ in pairs], [d._t for _, d in pairs])
             native, first = rec.finish([loss._t])
         except BaseException:
             rec.abort()

@@ -307,6 +307,35 @@ impl PyTensor {
         run(py, t.executor(), work(&[t, o]), || t.copy_into(o))
     }
 
+    /// Overwrites each destination with its new value, every new value computed from the old
+    /// ones (a parallel assignment; see `Tensor::assign_all`): `new` and `dst` are lists of the
+    /// same length.
+    #[staticmethod]
+    fn assign_all(
+        py: Python<'_>,
+        new: Vec<PyRef<'_, PyTensor>>,
+        dst: Vec<PyRef<'_, PyTensor>>,
+    ) -> PyRes<()> {
+        if new.len() != dst.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "assign_all needs as many new values as destinations ({} and {})",
+                new.len(),
+                dst.len()
+            )));
+        }
+        let pairs: Vec<(Tensor, Tensor)> = new
+            .iter()
+            .zip(&dst)
+            .map(|(n, d)| (n.t.clone(), d.t.clone()))
+            .collect();
+        let Some((first, _)) = pairs.first() else {
+            return Ok(());
+        };
+        let exec = first.executor().clone();
+        let elements = pairs.iter().map(|(n, d)| work(&[n, d])).sum();
+        run(py, &exec, elements, || Tensor::assign_all(&pairs))
+    }
+
     /// The one element as a Python number of its dtype: bool, int (integers exactly) or float.
     fn value<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
         let t = &self.t;

@@ -181,11 +181,14 @@ pub struct Emulator {
 }
 
 impl Emulator {
-    /// An emulator working in a fresh temporary folder.
+    /// An emulator working in a fresh temporary folder (one per emulator: tests of one process
+    /// run at once, and each removes its folder when done).
     pub fn new(tag: &str) -> Emulator {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
-            "hologram-cuda-emulation-{tag}-{}",
-            std::process::id()
+            "hologram-cuda-emulation-{tag}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
         Emulator {

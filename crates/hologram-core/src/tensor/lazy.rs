@@ -237,6 +237,11 @@ impl LazyTensor {
         &self.shape
     }
 
+    /// The stored tensors the expression reads.
+    pub fn inputs(&self) -> &[Input] {
+        &self.inputs
+    }
+
     pub fn is_done(&self) -> bool {
         self.done.lock().map(|d| d.is_some()).unwrap_or(false)
     }

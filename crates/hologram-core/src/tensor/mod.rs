@@ -1,6 +1,7 @@
 //! `Tensor`: a dtype, a shape with strides over device storage, on one executor. Element-wise
 //! ops are recorded lazily and fused into one kernel when the result is needed.
 
+mod assign;
 pub(crate) mod expr;
 pub mod layout;
 pub(crate) mod lazy;

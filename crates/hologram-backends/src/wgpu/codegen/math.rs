@@ -6,8 +6,8 @@
 //! implementations, built from exactly rounded operations: `exp`/`log` after FreeBSD's
 //! `e_expf.c`/`e_logf.c`, `erf` after `s_erff.c`, tanh after Cephes (sin/cos/tan: `trig`), and
 //! a bit-by-bit correctly rounded `sqrt`. Steps whose rounding matters pass through `hg_o` (an
-//! opaque integer xor) so drivers that reassociate float arithmetic cannot merge them. Bounds
-//! measured on lavapipe are in the backend README.
+//! opaque integer add of a zero read from memory) so drivers that reassociate float
+//! arithmetic cannot merge them. Bounds measured on lavapipe are in the backend README.
 
 use hologram_isa::{BinaryOp, Imm, Operand, TernaryOp, Type, UnaryOp};
 
@@ -131,11 +131,18 @@ pub(crate) fn needs_ieee_guard(a: &Operand<u32>, b: &Operand<u32>) -> bool {
 }
 
 /// An expression equal to `x` that compilers cannot see through.
+///
+/// An integer add of the run-time zero, neither an XOR nor an OR: shields nest (a result
+/// shielded where it is made, shielded again as an operand), and nested shields must stay
+/// distinct from each other and from the bare value. NVIDIA's Vulkan driver cancels
+/// `(v ^ z) ^ z` to `v` (then fused `x*a + 1` and folded `x - (x - y)` to `y`); `(v | z) | z`
+/// collapses to `v | z`, so a shielded `x` equals `x` again and lavapipe folds `x - x` to 0.
+/// `(v + z) + z` is neither.
 pub(crate) fn opaque(ty: Type, x: &str) -> String {
     if ty == Type::F64 {
-        format!("bitcast<f64>(bitcast<u64>({x}) ^ u64(hg_zero))")
+        format!("bitcast<f64>(bitcast<u64>({x}) + u64(hg_zero))")
     } else {
-        format!("bitcast<f32>(bitcast<u32>({x}) ^ hg_zero)")
+        format!("bitcast<f32>(bitcast<u32>({x}) + hg_zero)")
     }
 }
 
@@ -145,8 +152,9 @@ pub const HELPERS: &[Helper] = &[
         name: "hg_mul_rounded",
         deps: &[],
         text: r#"// a * b rounded on its own: the product passes through an integer bitcast and an opaque
-// xor, which keeps drivers from fusing it with a following add.
-fn hg_mul_rounded(a: f32, b: f32) -> f32 { return bitcast<f32>(bitcast<u32>(a * b) ^ hg_zero); }
+// add of the run-time zero (nested shields never cancel or collapse: see `opaque`), which
+// keeps drivers from fusing it with a following add.
+fn hg_mul_rounded(a: f32, b: f32) -> f32 { return bitcast<f32>(bitcast<u32>(a * b) + hg_zero); }
 "#,
     },
     Helper {
@@ -344,7 +352,7 @@ fn hg_log(x0: f32) -> f32 {
         name: "hg_f32dd",
         deps: &[],
         text: r#"// Error-free transformations on f32 (each step shielded from compiler folds by hg_o).
-fn hg_o(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ hg_zero); }
+fn hg_o(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) + hg_zero); }
 // a + b = s + e exactly (Knuth).
 fn hg_two_sum(a: f32, b: f32) -> vec2<f32> {
     let s = hg_o(a + b);

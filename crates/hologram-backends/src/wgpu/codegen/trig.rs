@@ -3,7 +3,7 @@
 //! Drivers' built-ins are not used: Vulkan allows an absolute error of about 2^-11 for sin/cos,
 //! and NVIDIA's driver also reassociates float arithmetic, which turns a Cody–Waite reduction
 //! `((x - y·C1) - y·C2) - y·C3` into `x - y·(C1 + C2 + C3)` (a one-constant reduction, several ulp
-//! off). Every step whose rounding matters therefore goes through an opaque integer xor
+//! off). Every step whose rounding matters therefore goes through an opaque integer add
 //! (`hg_o`, `hg_o64`), which no compiler can see through.
 //!
 //! - With f64 (`hg_sin_d`, `hg_cos_d`, `hg_tan_d`): `|x| = n·π/2 + r` with `r` in f64 — below

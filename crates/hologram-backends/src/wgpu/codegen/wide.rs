@@ -68,7 +68,7 @@ fn hg_round64(x: f64) -> f64 {
     Helper {
         name: "hg_o64",
         deps: &[],
-        text: "fn hg_o64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) ^ u64(hg_zero)); }\n",
+        text: "fn hg_o64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) + u64(hg_zero)); }\n",
     },
     Helper {
         name: "hg_nan64",
@@ -83,7 +83,7 @@ fn hg_round64(x: f64) -> f64 {
     Helper {
         name: "hg_mul_rounded64",
         deps: &[],
-        text: "fn hg_mul_rounded64(a: f64, b: f64) -> f64 { return bitcast<f64>(bitcast<u64>(a * b) ^ u64(hg_zero)); }\n",
+        text: "fn hg_mul_rounded64(a: f64, b: f64) -> f64 { return bitcast<f64>(bitcast<u64>(a * b) + u64(hg_zero)); }\n",
     },
     Helper {
         name: "hg_fmin64",
