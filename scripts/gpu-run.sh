@@ -121,17 +121,18 @@ if HOLOGRAM_REQUIRE_GPU=1 step cudatests 120 "$BUNDLE/cuda_gpu" --test-threads=1
 record "CUDA tests (cuda_gpu)" "$s" "$(grep -E '^test result|^test .* FAILED' "$SCRATCH/cudatests.out" | tr '\n' ' ')"
 
 # 4b. NCCL on one GPU: communicators of size 1 (buffers and tensors), gradient buckets, copies
-# between two executors of one GPU.
-if HOLOGRAM_REQUIRE_GPU=1 step nccl 120 bash -c "\"$BUNDLE/nccl\" --test-threads=1 --nocapture single_gpu missing && \"$BUNDLE/collective\" --test-threads=1 --nocapture single_gpu"; then s=ok; else s=FAIL; fi
-record "NCCL, one GPU (nccl, collective)" "$s" "$(grep -E '^NCCL |^test result|^test .* FAILED' "$SCRATCH/nccl.out" | tr '\n' ' ')"
+# between two executors of one GPU. (The NCCL tests live in the cuda_gpu and plan binaries: the
+# bundle has no room for binaries of their own.)
+if HOLOGRAM_REQUIRE_GPU=1 step nccl 120 bash -c "\"$BUNDLE/cuda_gpu\" --test-threads=1 --nocapture nccl::single_gpu nccl::missing && \"$BUNDLE/plan\" --test-threads=1 --nocapture collective::single_gpu"; then s=ok; else s=FAIL; fi
+record "NCCL, one GPU (cuda_gpu, plan: single_gpu)" "$s" "$(grep -E '^NCCL |^test result|^test .* FAILED' "$SCRATCH/nccl.out" | tr '\n' ' ')"
 # 4c. NCCL across every GPU: each collective from one thread and one thread per GPU, peer copies,
 # gradient buckets averaged across ranks.
 if [ "${GPUS:-0}" -ge 2 ]; then
-    if HOLOGRAM_REQUIRE_GPU=1 step multigpu 180 bash -c "\"$BUNDLE/nccl\" --test-threads=1 --nocapture all_gpus && \"$BUNDLE/collective\" --test-threads=1 --nocapture all_gpus"; then s=ok; else s=FAIL; fi
-    record "NCCL, all $GPUS GPUs (nccl, collective)" "$s" "$(grep -E '^test result|^test .* FAILED|skipped' "$SCRATCH/multigpu.out" | tr '\n' ' ')"
+    if HOLOGRAM_REQUIRE_GPU=1 step multigpu 180 bash -c "\"$BUNDLE/cuda_gpu\" --test-threads=1 --nocapture nccl::all_gpus && \"$BUNDLE/plan\" --test-threads=1 --nocapture collective::all_gpus"; then s=ok; else s=FAIL; fi
+    record "NCCL, all $GPUS GPUs (cuda_gpu, plan: all_gpus)" "$s" "$(grep -E '^test result|^test .* FAILED|skipped' "$SCRATCH/multigpu.out" | tr '\n' ' ')"
 else
     echo "multigpu: skipped, this machine has ${GPUS:-0} GPU (the all-GPU collectives need 2 or more)"
-    record "NCCL, all GPUs (nccl all_gpus)" skipped "${GPUS:-0} GPU: needs 2 or more"
+    record "NCCL, all GPUs (all_gpus tests)" skipped "${GPUS:-0} GPU: needs 2 or more"
 fi
 
 # 5. CPU and CUDA compared on every buffer of every program.

@@ -1,4 +1,5 @@
-//! NCCL collectives and copies between GPUs (`cuda::collective`, `cuda::peer`).
+//! NCCL collectives and copies between GPUs (`cuda::collective`, `cuda::peer`), built into the
+//! `cuda_gpu` test binary (tests/cuda_gpu.rs).
 //!
 //! - Without NCCL, a driver or a GPU, everything returns an error value, never panics (runs
 //!   everywhere).
@@ -11,14 +12,19 @@
 //!
 //! Run with `NCCL_NVLS_ENABLE=0` (scripts/gpu-run.sh sets it): NVLink multicast stays off.
 
-#![cfg(feature = "cuda")]
-
 use std::sync::Arc;
 
 use hologram_backends::cuda::collective::{group, nccl_version, Communicator, ReduceOp, UniqueId};
 use hologram_backends::cuda::{copy_between, device_count, CudaBackend};
 use hologram_backends::{Backend, BackendError, BufferArg, CpuBackend};
 use hologram_isa::Type;
+
+/// NCCL tests run one at a time even when the harness runs tests in parallel: communicators of
+/// different tests on the same GPUs must not interleave their collectives.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn require_gpu() -> bool {
     std::env::var("HOLOGRAM_REQUIRE_GPU").as_deref() == Ok("1")
@@ -86,6 +92,7 @@ fn value(r: usize, i: usize) -> f32 {
 
 #[test]
 fn missing_nccl_or_gpu_is_an_error_not_a_panic() {
+    let _serial = serial();
     match nccl_version() {
         Ok(v) => {
             println!("NCCL {v}");
@@ -152,6 +159,7 @@ fn check_size_one(c: &Communicator, g: &dyn Backend) {
 
 #[test]
 fn single_gpu_communicator_of_size_one_from_init_all() {
+    let _serial = serial();
     let Some(g) = gpu() else { return };
     let comms = Communicator::init_all(std::slice::from_ref(&g)).unwrap();
     assert_eq!(comms.len(), 1);
@@ -164,6 +172,7 @@ fn single_gpu_communicator_of_size_one_from_init_all() {
 
 #[test]
 fn single_gpu_communicator_of_size_one_from_a_unique_id() {
+    let _serial = serial();
     let Some(g) = gpu() else { return };
     let id = UniqueId::new().unwrap();
     let id = UniqueId::from_bytes(&id.to_bytes()).unwrap();
@@ -178,6 +187,7 @@ fn single_gpu_communicator_of_size_one_from_a_unique_id() {
 
 #[test]
 fn single_gpu_copy_between_two_backends() {
+    let _serial = serial();
     let Some(a) = gpu() else { return };
     let b: Arc<dyn Backend> = Arc::new(CudaBackend::on_device(0).unwrap());
     let data: Vec<f32> = (0..(3 << 20)).map(|i| value(1, i)).collect();
@@ -293,6 +303,7 @@ fn check_all_collectives(
 
 #[test]
 fn all_gpus_collectives_from_one_thread() {
+    let _serial = serial();
     let Some(gpus) = gpus() else { return };
     let comms = Communicator::init_all(&gpus).unwrap();
     assert_eq!(comms.len(), gpus.len());
@@ -304,6 +315,7 @@ fn all_gpus_collectives_from_one_thread() {
 
 #[test]
 fn all_gpus_collectives_one_thread_per_gpu() {
+    let _serial = serial();
     let Some(gpus) = gpus() else { return };
     let n = gpus.len();
     let id = UniqueId::new().unwrap();
@@ -330,6 +342,7 @@ fn all_gpus_collectives_one_thread_per_gpu() {
 
 #[test]
 fn all_gpus_peer_copies_both_ways() {
+    let _serial = serial();
     let Some(gpus) = gpus() else { return };
     let (a, b) = (&gpus[0], &gpus[1]);
     let data: Vec<f32> = (0..(5 << 20) + 3).map(|i| value(2, i)).collect();

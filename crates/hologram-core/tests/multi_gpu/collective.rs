@@ -1,17 +1,22 @@
 //! Tensor-level collectives (`collective::Communicator`), copies between GPUs
 //! (`Tensor::to_device`) and data-parallel gradient buckets (`data_parallel::GradientBuckets`).
 //!
-//! `single_gpu_*` need a GPU and NCCL (size-1 communicators), `all_gpus_*` two GPUs or more;
+//! Built into the `plan` test binary (tests/plan.rs). `single_gpu_*` need a GPU and NCCL (size-1 communicators), `all_gpus_*` two GPUs or more;
 //! each prints why and passes where that is missing (the single-GPU ones fail instead under
 //! `HOLOGRAM_REQUIRE_GPU=1`, as scripts/gpu-run.sh sets). Run with `NCCL_NVLS_ENABLE=0`.
-
-#![cfg(feature = "cuda")]
 
 use std::sync::Arc;
 
 use hologram_core::collective::{group, nccl_version, Communicator, ReduceOp, UniqueId};
 use hologram_core::data_parallel::GradientBuckets;
 use hologram_core::{cuda_device_count, DType, Error, Executor, Tensor};
+
+/// NCCL tests run one at a time even when the harness runs tests in parallel: communicators of
+/// different tests on the same GPUs must not interleave their collectives.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn require_gpu() -> bool {
     std::env::var("HOLOGRAM_REQUIRE_GPU").as_deref() == Ok("1")
@@ -51,6 +56,7 @@ fn values(rank: usize, n: usize) -> Vec<f32> {
 
 #[test]
 fn single_gpu_tensor_collectives_of_one_rank() {
+    let _serial = serial();
     let Some(exec) = gpu() else { return };
     assert_eq!(exec.device().to_string(), "cuda:0");
     let comm = Communicator::init_rank(&exec, &UniqueId::new().unwrap(), 0, 1).unwrap();
@@ -80,7 +86,23 @@ fn single_gpu_tensor_collectives_of_one_rank() {
 }
 
 #[test]
+fn single_gpu_collectives_are_not_recorded_into_plans() {
+    let _serial = serial();
+    let Some(exec) = gpu() else { return };
+    let comm = Communicator::init_rank(&exec, &UniqueId::new().unwrap(), 0, 1).unwrap();
+    let x = Tensor::from_slice(&exec, &values(0, 64), &[64]).unwrap();
+    let e = hologram_core::plan::Plan::record(&exec, std::slice::from_ref(&x), |t| {
+        let y = t[0].add(&t[0])?.realize()?;
+        comm.all_reduce(&y, ReduceOp::Sum)?;
+        Ok(vec![y])
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("cannot be recorded"), "{e}");
+}
+
+#[test]
 fn single_gpu_gradient_buckets_of_one_rank_keep_the_gradients() {
+    let _serial = serial();
     let Some(exec) = gpu() else { return };
     let comm = Arc::new(Communicator::init_rank(&exec, &UniqueId::new().unwrap(), 0, 1).unwrap());
     let shapes = vec![
@@ -124,6 +146,7 @@ fn single_gpu_gradient_buckets_of_one_rank_keep_the_gradients() {
 
 #[test]
 fn single_gpu_to_device_between_two_executors() {
+    let _serial = serial();
     let Some(a) = gpu() else { return };
     let b = Executor::cuda(0).unwrap();
     let x = values(3, 100_000);
@@ -136,6 +159,7 @@ fn single_gpu_to_device_between_two_executors() {
 
 #[test]
 fn all_gpus_tensor_collectives_and_copies() {
+    let _serial = serial();
     let Some(execs) = gpus() else { return };
     let n = execs.len();
     let comms = Communicator::init_all(&execs).unwrap();
@@ -191,6 +215,7 @@ fn all_gpus_tensor_collectives_and_copies() {
 
 #[test]
 fn all_gpus_gradient_buckets_average_across_ranks() {
+    let _serial = serial();
     let Some(execs) = gpus() else { return };
     let n = execs.len();
     let id = UniqueId::new().unwrap();
