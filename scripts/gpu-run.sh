@@ -123,12 +123,12 @@ record "CUDA tests (cuda_gpu)" "$s" "$(grep -E '^test result|^test .* FAILED' "$
 # 4b. NCCL on one GPU: communicators of size 1 (buffers and tensors), gradient buckets, copies
 # between two executors of one GPU. (The NCCL tests live in the cuda_gpu and plan binaries: the
 # bundle has no room for binaries of their own.)
-if HOLOGRAM_REQUIRE_GPU=1 step nccl 120 bash -c "\"$BUNDLE/cuda_gpu\" --test-threads=1 --nocapture nccl::single_gpu nccl::missing && \"$BUNDLE/plan\" --test-threads=1 --nocapture collective::single_gpu"; then s=ok; else s=FAIL; fi
+if HOLOGRAM_REQUIRE_GPU=1 HOLOGRAM_REQUIRE_NCCL=1 step nccl 120 bash -c "\"$BUNDLE/cuda_gpu\" --test-threads=1 --nocapture nccl::single_gpu nccl::missing && \"$BUNDLE/plan\" --test-threads=1 --nocapture collective::single_gpu"; then s=ok; else s=FAIL; fi
 record "NCCL, one GPU (cuda_gpu, plan: single_gpu)" "$s" "$(grep -E '^NCCL |^test result|^test .* FAILED' "$SCRATCH/nccl.out" | tr '\n' ' ')"
 # 4c. NCCL across every GPU: each collective from one thread and one thread per GPU, peer copies,
 # gradient buckets averaged across ranks.
 if [ "${GPUS:-0}" -ge 2 ]; then
-    if HOLOGRAM_REQUIRE_GPU=1 step multigpu 180 bash -c "\"$BUNDLE/cuda_gpu\" --test-threads=1 --nocapture nccl::all_gpus && \"$BUNDLE/plan\" --test-threads=1 --nocapture collective::all_gpus"; then s=ok; else s=FAIL; fi
+    if HOLOGRAM_REQUIRE_GPU=1 HOLOGRAM_REQUIRE_NCCL=1 step multigpu 180 bash -c "\"$BUNDLE/cuda_gpu\" --test-threads=1 --nocapture nccl::all_gpus && \"$BUNDLE/plan\" --test-threads=1 --nocapture collective::all_gpus"; then s=ok; else s=FAIL; fi
     record "NCCL, all $GPUS GPUs (cuda_gpu, plan: all_gpus)" "$s" "$(grep -E '^test result|^test .* FAILED|skipped' "$SCRATCH/multigpu.out" | tr '\n' ' ')"
 else
     echo "multigpu: skipped, this machine has ${GPUS:-0} GPU (the all-GPU collectives need 2 or more)"

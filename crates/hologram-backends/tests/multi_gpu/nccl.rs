@@ -5,7 +5,8 @@
 //!   everywhere).
 //! - `single_gpu_*`: a communicator of size 1 on GPU 0 (each collective is then a copy), made
 //!   both ways (`init_all` and `init_rank`), and a copy between two backends of one GPU. Without
-//!   a GPU they print why and pass, unless `HOLOGRAM_REQUIRE_GPU=1`.
+//!   a GPU (or NCCL) they print why and pass, unless `HOLOGRAM_REQUIRE_GPU=1` (or
+//!   `HOLOGRAM_REQUIRE_NCCL=1`).
 //! - `all_gpus_*`: every collective across all GPUs of the host, one thread driving them all and
 //!   one thread per GPU, and peer copies both ways. With fewer than two GPUs they print why and
 //!   pass (even under `HOLOGRAM_REQUIRE_GPU=1`: one GPU is a machine, not a failure).
@@ -30,6 +31,11 @@ fn require_gpu() -> bool {
     std::env::var("HOLOGRAM_REQUIRE_GPU").as_deref() == Ok("1")
 }
 
+/// NCCL must load (the GPU scripts' NCCL steps set it; elsewhere a GPU without NCCL skips).
+fn require_nccl() -> bool {
+    std::env::var("HOLOGRAM_REQUIRE_NCCL").as_deref() == Ok("1")
+}
+
 /// GPU 0 with NCCL, or `None` (printing why) where either is missing.
 fn gpu() -> Option<Arc<dyn Backend>> {
     let backend = match CudaBackend::on_device(0) {
@@ -47,7 +53,7 @@ fn gpu() -> Option<Arc<dyn Backend>> {
         }
     };
     if let Err(e) = nccl_version() {
-        assert!(!require_gpu(), "HOLOGRAM_REQUIRE_GPU=1 but {e}");
+        assert!(!require_nccl(), "HOLOGRAM_REQUIRE_NCCL=1 but {e}");
         println!("skipped: {e}");
         return None;
     }
