@@ -165,6 +165,24 @@ fn kernel_errors_point_at_the_kernel_name() {
 }
 
 #[test]
+fn an_error_outside_the_source_map_points_at_the_kernel() {
+    // A program built in Rust and rendered against another text's map: the location is not in
+    // the map, and the message still starts with a position (the `.kernel` name).
+    let map = hologram_isa::SourceMap {
+        kernel: Some((2, 9)),
+        ..Default::default()
+    };
+    let error = hologram_isa::ValidationError {
+        location: hologram_isa::Location::Stmt(5),
+        kind: K::Invalid("x".into()),
+    };
+    assert_eq!(error.position(&map), (2, 9));
+    assert_eq!(error.render(&map), "2:9: x");
+    let bare = hologram_isa::SourceMap::default();
+    assert_eq!(error.render(&bare), "1:1: x");
+}
+
+#[test]
 fn text_that_is_not_utf8_is_located_by_byte() {
     let bytes = b".kernel k\n.param .buf.u32 y .rw\n    st.u32 y[0], \xe9;\n";
     let err = assemble_bytes(bytes).unwrap_err();
@@ -172,6 +190,7 @@ fn text_that_is_not_utf8_is_located_by_byte() {
         panic!("{err}")
     };
     assert_eq!((e.line, e.col), (3, 18));
+    assert_eq!(err.position(), (3, 18));
     assert!(e.message.contains("byte 49 (0xe9)"), "{err}");
     // Multi-byte characters before the bad byte count as one column each.
     let mut bytes = ".kernel k\n// é ü\n\u{1F600}".as_bytes().to_vec();
