@@ -158,6 +158,42 @@ fn memory_limits_point_at_the_declaration_that_goes_over() {
 }
 
 #[test]
+fn declaration_counts_are_bounded_at_the_declaration_that_goes_over() {
+    use hologram_isa::{MAX_ARRAYS, MAX_PARAMS, MAX_REGISTERS};
+    let n = 100_000;
+    // (declaration, after its number, limit, what the message names, column of the position)
+    let cases = [
+        (".param .u32 p", "", MAX_PARAMS, "parameters", 1),
+        (".reg .u32 %r", "", MAX_REGISTERS, "registers", 11),
+        (".shared .u8 s", "[1]", MAX_ARRAYS, ".shared arrays", 1),
+        (".scratch .u8 s", "[1]", MAX_ARRAYS, ".scratch arrays", 1),
+    ];
+    for (decl, suffix, limit, what, col) in cases {
+        let mut text = String::from(".kernel k\n");
+        for i in 0..n {
+            text.push_str(&format!("{decl}{i}{suffix}\n"));
+        }
+        text.push_str("    exit;\n");
+        let (message, kind) = invalid(&text);
+        assert!(matches!(kind, K::TooLarge { .. }), "{kind:?}");
+        // Line 1 is `.kernel`: declaration `limit + 1` is on line `limit + 2`.
+        let expect = format!("{}:{col}: more than {limit} {what}", limit + 2);
+        assert!(message.starts_with(&expect), "{message}");
+    }
+    // Registers an instruction creates count too, at the instruction.
+    let mut text = String::from(".kernel k\n");
+    for i in 0..=MAX_REGISTERS {
+        text.push_str(&format!("    mov.u32 %r{i}, {i};\n"));
+    }
+    let (message, _) = invalid(&text);
+    let expect = format!(
+        "{}:5: more than {MAX_REGISTERS} registers",
+        MAX_REGISTERS + 2
+    );
+    assert!(message.starts_with(&expect), "{message}");
+}
+
+#[test]
 fn kernel_errors_point_at_the_kernel_name() {
     let (_, map) =
         hologram_isa::parse_with_source_map("// a comment first\n.kernel k\n    exit;\n").unwrap();
