@@ -110,32 +110,40 @@ class ParameterViews:
     strides and dtype are unchanged is the same view (importing it again through DLPack costs
     a few µs per tensor and call). The kept view holds the parameter's memory, so no other
     tensor can have the same address and layout while it is kept; a parameter given new memory
-    (``p.data = ...``) is imported again."""
+    (``p.data = ...``) is imported again. Which positions hold parameters is read on the first
+    call (a compiled graph's inputs keep their roles)."""
 
-    __slots__ = ("executor", "cuda", "cpu_e", "kept")
+    __slots__ = ("executor", "cuda", "cpu_e", "kept", "params")
 
-    def __init__(self, executor: hg.Executor, n: int):
+    def __init__(self, executor: hg.Executor):
         self.executor = executor
         self.cuda = executor.backend == "cuda"
         self.cpu_e = hg.executor_for("cpu")._e
-        self.kept = [None] * n
+        self.kept: list = []
+        self.params = None
 
     def __call__(self, xs) -> list:
-        """Native views of ``xs`` (torch tensors, as many as given to the constructor)."""
+        """Native views of ``xs`` (torch tensors, as many at every call)."""
         if self.cuda:
             # Parameters too: the optimizer step that changed them was queued on torch's stream.
             _order_after_torch(xs, self.executor)
+        ex, cuda, cpu_e = self.executor, self.cuda, self.cpu_e
+        if self.params is None:
+            self.params = [isinstance(x, torch.nn.Parameter) for x in xs]
+            self.kept = [None] * len(xs)
         out = []
         kept = self.kept
-        for k, x in enumerate(xs):
+        for k, (x, param) in enumerate(zip(xs, self.params)):
+            if not param:
+                out.append(_import_native(x, ex, cuda, cpu_e))
+                continue
             c = kept[k]
             if c is not None and x.data_ptr() == c[0] and x.shape == c[1] and x.stride() == c[2] \
                     and x.dtype == c[3]:
                 out.append(c[4])
                 continue
-            t = _import_native(x, self.executor, self.cuda, self.cpu_e)
-            kept[k] = (x.data_ptr(), x.shape, x.stride(), x.dtype, t) \
-                if isinstance(x, torch.nn.Parameter) else None
+            t = _import_native(x, ex, cuda, cpu_e)
+            kept[k] = (x.data_ptr(), x.shape, x.stride(), x.dtype, t)
             out.append(t)
         return out
 

@@ -53,9 +53,11 @@ _VIEW_OPS = {
 def compile_stats() -> dict:
     """What the ``hologram`` backend has done in this process: graphs compiled (``graphs``),
     graphs that run in eager PyTorch (``eager_graphs``) and the ops that sent them there
-    (``fallback_ops``: op name -> count), plans recorded (``plans``) and replays
-    (``replays``)."""
-    return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes")},
+    (``fallback_ops``: op name -> count), plans recorded (``plans``), replays (``replays``), and
+    inference graphs Dynamo calls without AOTAutograd's runtime wrappers
+    (``direct_inference``)."""
+    return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes",
+                                       "direct_inference")},
             "fallback_ops": dict(_FALLBACK_OPS)}
 
 
@@ -154,6 +156,9 @@ def interpret(nodes, values: dict) -> dict:
 
 class _Graph:
     """One FX graph of core ATen ops, run as Hologram plans (one per input signature)."""
+
+    # Called with the argument list itself (AOTAutograd's and Dynamo's boxed convention).
+    _boxed_call = True
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
         self.gm = gm
@@ -263,7 +268,7 @@ class _Signature:
         self.instances: list = []
         # A graph that draws random numbers gets a seed input, new at every call.
         self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
-        self.views = ParameterViews(self.executor, len(self.inputs))
+        self.views = ParameterViews(self.executor)
         # A graph without tensor inputs still gives its plan one (a plan has at least one).
         self.placeholder_input = None if self.inputs else [hg.zeros((1,), device=self.executor)._t]
         # Instances whose aliased output buffers are in _PLAN_BUFFERS (their addresses do not
@@ -475,40 +480,92 @@ def _forward_returns(n_outs: int) -> int:
         return n_outs
 
 
-def _compiler(kind):
+def _compiler(kind, made=None):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         graph = _Graph(gm, kind)
-
-        def run(args):
-            return graph(args)
-
-        # AOTAutograd calls boxed functions with the argument list itself.
-        run._boxed_call = True
-        return run
+        if made is not None:
+            made.append((graph, _plain_inference(gm)))
+        # AOTAutograd calls boxed functions (_Graph._boxed_call) with the argument list itself.
+        return graph
 
     return compile_graph
 
 
+def _plain_inference(gm: torch.fx.GraphModule) -> bool:
+    """True when AOTAutograd's runtime wrappers around inference graph ``gm`` would only call
+    it: no input is mutated, no output aliases an input or another output, no effect tokens,
+    no functionalized random numbers, no tensor subclasses, and no inputs merged or added (the
+    graph takes Dynamo's arguments as they are). Read from AOTAutograd's metadata of the graph
+    being compiled; anything missing or unknown counts as not plain."""
+    try:
+        from torch._functorch._aot_autograd.schemas import OutputType, PlainTensorMeta
+
+        md = torch._guards.TracingContext.try_get().fw_metadata
+        return (
+            not md.mutated_inp_runtime_indices
+            and not any(i.mutates_data or i.mutates_metadata or i.mutates_storage_metadata
+                        for i in md.input_info)
+            and all(o.output_type == OutputType.non_alias for o in md.output_info)
+            and md.num_intermediate_bases == 0
+            and not md.tokens
+            and not md.is_rng_op_functionalized
+            and all(isinstance(m, PlainTensorMeta) or isinstance(m, int) for m in md.subclass_inp_meta)
+        )
+    except Exception:  # noqa: BLE001 - another torch release: keep AOTAutograd's wrappers
+        return False
+
+
 def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
     """The ``torch.compile`` backend: AOTAutograd with Hologram plans for the forward, backward
-    and inference graphs."""
+    and inference graphs.
+
+    An inference graph that AOTAutograd's runtime wrappers would only call (see
+    :func:`_plain_inference`) is returned to Dynamo as it is: the wrappers cost more per call
+    than a whole replay of a small model's plan. Dynamo guards on the grad mode, so the graph
+    only runs as the inference graph it was compiled as."""
     from torch._functorch.aot_autograd import aot_module_simplified
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    # Attention traced in its math form (matrix products and a softmax): the fused kernels of
-    # each torch backend are single ATen ops with their own backward ops.
+    made: list = []
     # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's or
     # cuDNN's fused kernels, which Hologram cannot run).
     with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
             torch.backends.cudnn.flags(enabled=False):
-        return aot_module_simplified(
+        compiled = aot_module_simplified(
             gm,
             example_inputs,
             fw_compiler=_compiler("forward"),
             bw_compiler=_compiler("backward"),
-            inference_compiler=_compiler("inference"),
+            inference_compiler=_compiler("inference", made),
             decompositions=_decompositions(),
         )
+    if len(made) == 1 and made[0][1] and len(made[0][0].placeholders) == len(example_inputs) \
+            and made[0][0].static and _same_inputs(gm, made[0][0]):
+        _STATS["direct_inference"] += 1
+        graph = made[0][0]
+        if isinstance(gm, torch._dynamo.utils.GmWrapper):
+            return graph  # Dynamo calls a GmWrapper's compiled function boxed
+
+        def forward(*args):
+            return graph(args)
+
+        return forward
+    return compiled
+
+
+def _same_inputs(dynamo_gm: torch.fx.GraphModule, graph: "_Graph") -> bool:
+    """True when the inference graph's inputs are Dynamo's, in order (same shapes and dtypes)."""
+    ours = [p.meta.get("val") for p in graph.placeholders]
+    theirs = [p.meta.get("example_value", p.meta.get("val")) for p in dynamo_gm.graph.nodes
+              if p.op == "placeholder"]
+    if len(ours) != len(theirs):
+        return False
+    for a, b in zip(ours, theirs):
+        if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+            return False
+        if isinstance(a, torch.Tensor) and (tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype):
+            return False
+    return True
 
 
 def register() -> None:

@@ -1,0 +1,123 @@
+"""The per-call path of torch.compile(backend="hologram"): what it keeps between calls (views of
+parameters, how outputs are made from the plan's results, inference graphs handed to Dynamo
+without AOTAutograd's runtime wrappers) must not change results: a parameter given new memory,
+an output that aliases an input, a buffer mutated under no_grad, views of computed values."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import hologram_torch  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    torch._dynamo.reset()
+    hologram_torch.reset_compile_stats()
+    yield
+    torch._dynamo.reset()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+
+
+def test_plain_inference_graph_runs_without_aot_wrappers_and_matches_eager():
+    model = mlp()
+    compiled = torch.compile(model, backend="hologram")
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        for _ in range(3):
+            out = compiled(x)
+            torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
+    stats = hologram_torch.compile_stats()
+    assert stats["direct_inference"] == 1 and stats["plans"] == 1 and stats["replays"] == 2
+    assert not out.requires_grad
+
+
+def test_inference_output_aliasing_its_input_keeps_the_alias():
+    f = torch.compile(lambda x: (x.view(-1), torch.relu(x) * 2), backend="hologram")
+    x = torch.randn(4, 4)
+    with torch.no_grad():
+        for _ in range(3):
+            flat, y = f(x)
+            assert flat.data_ptr() == x.data_ptr() and flat.shape == (16,)
+            torch.testing.assert_close(y, torch.relu(x) * 2)
+    # AOTAutograd regenerates the alias; this graph keeps its wrappers.
+    assert hologram_torch.compile_stats()["direct_inference"] == 0
+
+
+def test_inference_mutating_a_buffer_updates_it_as_eager_does():
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)).train()
+    mine = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)).train()
+    mine.load_state_dict(eager.state_dict())
+    compiled = torch.compile(mine, backend="hologram")
+    x = torch.randn(6, 8)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), eager(x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(mine[1].running_mean, eager[1].running_mean, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(mine[1].running_var, eager[1].running_var, rtol=1e-4, atol=1e-6)
+    assert hologram_torch.compile_stats()["direct_inference"] == 0
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_parameter_given_new_memory_or_changed_in_place_is_read_anew(grad):
+    model = mlp()
+    compiled = torch.compile(model, backend="hologram")
+    x = torch.randn(3, 8)
+
+    def run():
+        if grad:
+            return compiled(x)
+        with torch.no_grad():
+            return compiled(x)
+
+    for _ in range(2):
+        run()
+    with torch.no_grad():
+        model[0].weight.mul_(2.0)  # same memory
+    torch.testing.assert_close(run().detach(), model(x).detach(), rtol=1e-5, atol=1e-6)
+    model[2].weight.data = torch.randn(4, 8)  # new memory, same shape
+    torch.testing.assert_close(run().detach(), model(x).detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(run().detach(), model(x).detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_views_of_computed_values_and_of_inputs_across_calls():
+    def f(x, w):
+        y = torch.relu(x @ w)
+        return y.t(), y.t().t(), w.t(), y.reshape(-1)
+
+    g = torch.compile(f, backend="hologram")
+    w = torch.randn(5, 3)
+    with torch.no_grad():
+        for i in range(4):
+            x = torch.randn(2, 5) + i
+            got, want = g(x, w), f(x, w)
+            for a, b in zip(got, want):
+                assert a.shape == b.shape and a.stride() == b.stride()
+                torch.testing.assert_close(a, b)
+            assert got[2].data_ptr() == w.data_ptr()
+            assert got[0].data_ptr() == got[1].data_ptr() == got[3].data_ptr()
+
+
+def test_training_views_and_gradients_over_several_steps():
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    mine = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    mine.load_state_dict(eager.state_dict())
+    compiled = torch.compile(mine, backend="hologram")
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_m = torch.optim.SGD(mine.parameters(), lr=0.1)
+    for i in range(4):
+        x, y = torch.randn(5, 8), torch.randn(5, 4)
+        for model, fn, opt in ((eager, eager, opt_e), (mine, compiled, opt_m)):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(fn(x), y).backward()
+            opt.step()
+        for p, q in zip(eager.parameters(), mine.parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
+    stats = hologram_torch.compile_stats()
+    assert stats["eager_graphs"] == 0 and stats["replays"] >= 6
