@@ -121,3 +121,40 @@ def test_training_views_and_gradients_over_several_steps():
             torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
     stats = hologram_torch.compile_stats()
     assert stats["eager_graphs"] == 0 and stats["replays"] >= 6
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_compile_step_follows_changed_hyper_parameters_and_optimizer_state(kind):
+    """compile_step keeps its scalars tensor while the scalars are unchanged and remembers each
+    parameter's step count: a new learning rate, a step count set from outside and a reloaded
+    optimizer state must all reach the plan."""
+    eager, mine = mlp(), mlp()
+    make = (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)) if kind == "sgd" \
+        else (lambda p: torch.optim.Adam(p, lr=1e-2))
+    opt_e, opt_m = make(eager.parameters()), make(mine.parameters())
+    loss_fn = torch.nn.functional.mse_loss
+    step = hologram_torch.compile_step(mine, loss_fn, opt_m)
+    x, y = torch.randn(5, 8), torch.randn(5, 4)
+
+    def both():
+        opt_e.zero_grad()
+        loss_fn(eager(x), y).backward()
+        opt_e.step()
+        step(x, y)
+        for p, q in zip(eager.parameters(), mine.parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
+
+    for _ in range(3):
+        both()
+    for opt in (opt_e, opt_m):
+        opt.param_groups[0]["lr"] *= 0.3
+    both()
+    if kind == "adam":
+        for opt in (opt_e, opt_m):
+            for st in opt.state.values():
+                st["step"].fill_(40.0)  # same tensor, new value
+        both()
+    for opt in (opt_e, opt_m):
+        opt.load_state_dict(opt.state_dict())  # new state tensors
+    both()
+    both()
