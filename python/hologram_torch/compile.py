@@ -259,12 +259,18 @@ class _Signature:
         used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
         self.inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
         # Outputs returned as views of the plan's buffers: what only the backward graph reads
-        # (saved activations) and gradients; values the user sees are copies.
+        # (saved activations) and gradients; other values the user sees are copies.
         visible = set()
         for o in graph.outs[:graph.user_outputs]:
             if isinstance(o, torch.fx.Node) and o in planned or _view_base(o) in planned:
                 visible.add(_view_base(o))
-        self.alias = [node not in visible for node in planned]
+        self.copy_visible = [node not in visible for node in planned]
+        # Gradients: autograd moves them into .grad (or adds them to it and lets them go), and
+        # zero_grad() drops them before the next backward pass, so the plan's buffers are free
+        # again by then; no allocation and copy per gradient and step. A loop that keeps
+        # gradients of several passes keeps instances busy: once every instance is, the
+        # signature goes back to copies (see __call__).
+        self.alias = [True] * len(planned) if graph.kind == "backward" else self.copy_visible
         self.instances: list = []
         # A graph that draws random numbers gets a seed input, new at every call.
         self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
@@ -293,7 +299,9 @@ class _Signature:
             self.instances.append(plan)
             _STATS["plans"] += 1
             return self._results(args, first, plan)
-        # Every instance is busy: record one more for this call only, with copied outputs.
+        # Every instance is busy: record one more for this call only, with copied outputs, and
+        # from now on copy what the caller sees (it keeps results of several calls).
+        self.alias = self.copy_visible
         plan, first = self._record(args, xs, alias=False)
         _STATS["plans"] += 1
         return self._results(args, first, None)

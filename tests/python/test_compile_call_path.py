@@ -158,3 +158,25 @@ def test_compile_step_follows_changed_hyper_parameters_and_optimizer_state(kind)
         opt.load_state_dict(opt.state_dict())  # new state tensors
     both()
     both()
+
+
+def test_gradients_kept_across_backward_passes_are_never_overwritten():
+    """Gradients are views of the backward plan's buffers: accumulating them without
+    zero_grad, or keeping the gradients of many passes, must leave each value intact (a busy
+    plan is not replayed; past four busy instances the graph copies its gradients)."""
+    eager, mine = mlp(), mlp()
+    compiled = torch.compile(mine, backend="hologram")
+    xs = [torch.randn(3, 8) for _ in range(7)]
+    for x in xs[:3]:  # accumulation in .grad
+        eager(x).square().sum().backward()
+        compiled(x).square().sum().backward()
+    for p, q in zip(eager.parameters(), mine.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-6)
+    mine.zero_grad()
+    kept_e, kept_m = [], []
+    for x in xs:  # gradients of every pass kept
+        kept_e.append(torch.autograd.grad(eager(x).square().sum(), list(eager.parameters())))
+        kept_m.append(torch.autograd.grad(compiled(x).square().sum(), list(mine.parameters())))
+    for ge, gm in zip(kept_e, kept_m):
+        for a, b in zip(gm, ge):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
