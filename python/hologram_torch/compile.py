@@ -27,7 +27,7 @@ import torch
 
 import hologram as hg
 
-from . import lowering
+from . import direct, lowering
 from hologram import _native
 
 from ._bridge import ParameterViews, default_executor, export_native
@@ -40,6 +40,8 @@ _STATS: Counter = Counter()
 _FALLBACK_OPS: Counter = Counter()
 _warned: set = set()
 _GRAPHS = weakref.WeakSet()
+# False: every graph keeps AOTAutograd's runtime wrappers (for comparisons; see .direct).
+DIRECT = True
 
 # View ops torch replays itself on outputs that alias a graph input.
 _VIEW_OPS = {
@@ -54,10 +56,10 @@ def compile_stats() -> dict:
     """What the ``hologram`` backend has done in this process: graphs compiled (``graphs``),
     graphs that run in eager PyTorch (``eager_graphs``) and the ops that sent them there
     (``fallback_ops``: op name -> count), plans recorded (``plans``), replays (``replays``), and
-    inference graphs Dynamo calls without AOTAutograd's runtime wrappers
-    (``direct_inference``)."""
+    inference graphs and forward/backward pairs Dynamo calls without AOTAutograd's runtime
+    wrappers (``direct_inference``, ``direct_training``)."""
     return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes",
-                                       "direct_inference")},
+                                       "direct_inference", "direct_training")},
             "fallback_ops": dict(_FALLBACK_OPS)}
 
 
@@ -488,49 +490,24 @@ def _forward_returns(n_outs: int) -> int:
         return n_outs
 
 
-def _compiler(kind, made=None):
+def _compiler(kind, made: list):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         graph = _Graph(gm, kind)
-        if made is not None:
-            made.append((graph, _plain_inference(gm)))
+        made.append((graph, direct.read_metadata()))
         # AOTAutograd calls boxed functions (_Graph._boxed_call) with the argument list itself.
         return graph
 
     return compile_graph
 
 
-def _plain_inference(gm: torch.fx.GraphModule) -> bool:
-    """True when AOTAutograd's runtime wrappers around inference graph ``gm`` would only call
-    it: no input is mutated, no output aliases an input or another output, no effect tokens,
-    no functionalized random numbers, no tensor subclasses, and no inputs merged or added (the
-    graph takes Dynamo's arguments as they are). Read from AOTAutograd's metadata of the graph
-    being compiled; anything missing or unknown counts as not plain."""
-    try:
-        from torch._functorch._aot_autograd.schemas import OutputType, PlainTensorMeta
-
-        md = torch._guards.TracingContext.try_get().fw_metadata
-        return (
-            not md.mutated_inp_runtime_indices
-            and not any(i.mutates_data or i.mutates_metadata or i.mutates_storage_metadata
-                        for i in md.input_info)
-            and all(o.output_type == OutputType.non_alias for o in md.output_info)
-            and md.num_intermediate_bases == 0
-            and not md.tokens
-            and not md.is_rng_op_functionalized
-            and all(isinstance(m, PlainTensorMeta) or isinstance(m, int) for m in md.subclass_inp_meta)
-        )
-    except Exception:  # noqa: BLE001 - another torch release: keep AOTAutograd's wrappers
-        return False
-
-
 def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
     """The ``torch.compile`` backend: AOTAutograd with Hologram plans for the forward, backward
     and inference graphs.
 
-    An inference graph that AOTAutograd's runtime wrappers would only call (see
-    :func:`_plain_inference`) is returned to Dynamo as it is: the wrappers cost more per call
-    than a whole replay of a small model's plan. Dynamo guards on the grad mode, so the graph
-    only runs as the inference graph it was compiled as."""
+    Graphs that AOTAutograd's runtime wrappers would only call (see :mod:`.direct`) go to
+    Dynamo without them: an inference graph as it is, a forward and backward pair as one
+    autograd Function. Dynamo guards on the grad mode, so each runs only as what it was
+    compiled as. ``compile_stats()`` counts them (``direct_inference``, ``direct_training``)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -538,42 +515,23 @@ def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
     # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's or
     # cuDNN's fused kernels, which Hologram cannot run).
     with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
-            torch.backends.cudnn.flags(enabled=False):
+            torch.backends.cudnn.flags(enabled=False), direct.eager_backward_lowering():
         compiled = aot_module_simplified(
             gm,
             example_inputs,
-            fw_compiler=_compiler("forward"),
-            bw_compiler=_compiler("backward"),
+            fw_compiler=_compiler("forward", made),
+            bw_compiler=_compiler("backward", made),
             inference_compiler=_compiler("inference", made),
             decompositions=_decompositions(),
         )
-    if len(made) == 1 and made[0][1] and len(made[0][0].placeholders) == len(example_inputs) \
-            and made[0][0].static and _same_inputs(gm, made[0][0]):
-        _STATS["direct_inference"] += 1
-        graph = made[0][0]
-        if isinstance(gm, torch._dynamo.utils.GmWrapper):
-            return graph  # Dynamo calls a GmWrapper's compiled function boxed
-
-        def forward(*args):
-            return graph(args)
-
-        return forward
-    return compiled
-
-
-def _same_inputs(dynamo_gm: torch.fx.GraphModule, graph: "_Graph") -> bool:
-    """True when the inference graph's inputs are Dynamo's, in order (same shapes and dtypes)."""
-    ours = [p.meta.get("val") for p in graph.placeholders]
-    theirs = [p.meta.get("example_value", p.meta.get("val")) for p in dynamo_gm.graph.nodes
-              if p.op == "placeholder"]
-    if len(ours) != len(theirs):
-        return False
-    for a, b in zip(ours, theirs):
-        if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
-            return False
-        if isinstance(a, torch.Tensor) and (tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype):
-            return False
-    return True
+    if not DIRECT:
+        return compiled
+    chosen = direct.choose(gm, example_inputs, made)
+    if chosen is None:
+        return compiled
+    kind, fn = chosen
+    _STATS[f"direct_{kind}"] += 1
+    return fn
 
 
 def register() -> None:
