@@ -5,8 +5,11 @@
     python bench/compile_overhead.py --reps 9 --calls 3000
 
 Paths: torch eager; torch.compile with the ``aot_eager`` backend (Dynamo and AOTAutograd running
-the same graphs in eager PyTorch: the floor any AOTAutograd backend pays); torch.compile with
-``backend="hologram"``; ``hologram_torch.compile_step``. Modes: inference under no_grad,
+the same graphs in eager PyTorch: the floor any backend pays that keeps AOTAutograd's runtime
+wrappers); torch.compile with ``backend="hologram"``, as it is (plain graphs without those
+wrappers, see hologram_torch/direct.py) and with ``hologram_torch.compile.DIRECT`` off
+(``hologram-aot``); ``hologram_torch.compile_step``. Against code that predates ``DIRECT``, the
+``hologram-aot`` rows are the same as the ``hologram`` rows. Modes: inference under no_grad,
 forward+backward (MSE loss), and a whole training step (zero_grad, forward, backward, SGD).
 Each repetition times ``--calls`` calls after a warm-up; the table gives the median over the
 repetitions and the spread (min-max) as the noise figure. Paths take turns within a repetition so
@@ -33,13 +36,31 @@ def tiny():
     return torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16))
 
 
+def hologram(direct: bool):
+    """A backend of its own for one case: Dynamo shares a compiled frame between models of one
+    architecture compiled with the same backend (their parameters are graph inputs), and the
+    cases must not share plans."""
+    from hologram_torch import compile as hologram_compile
+
+    def backend(gm, example_inputs):
+        hologram_compile.DIRECT = direct
+        try:
+            return hologram_compile.hologram_backend(gm, example_inputs)
+        finally:
+            hologram_compile.DIRECT = True
+
+    return backend
+
+
 def cases(x, y):
     """name -> zero-argument callable, one per (path, mode)."""
     out = {}
     wraps = {
         "eager": lambda m: m,
         "aot_eager": lambda m: torch.compile(m, backend="aot_eager"),
-        "hologram": lambda m: torch.compile(m, backend="hologram"),
+        "hologram": lambda m: torch.compile(m, backend=hologram(direct=True)),
+        # The same backend keeping AOTAutograd's runtime wrappers.
+        "hologram-aot": lambda m: torch.compile(m, backend=hologram(direct=False)),
     }
     for path, wrap in wraps.items():
         m = wrap(tiny())

@@ -55,11 +55,12 @@ _VIEW_OPS = {
 def compile_stats() -> dict:
     """What the ``hologram`` backend has done in this process: graphs compiled (``graphs``),
     graphs that run in eager PyTorch (``eager_graphs``) and the ops that sent them there
-    (``fallback_ops``: op name -> count), plans recorded (``plans``), replays (``replays``), and
+    (``fallback_ops``: op name -> count), plans recorded (``plans``), replays (``replays``),
+    plans given up for others when a graph's inputs moved (``plans_dropped``), and
     inference graphs and forward/backward pairs Dynamo calls without AOTAutograd's runtime
     wrappers (``direct_inference``, ``direct_training``)."""
     return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes",
-                                       "direct_inference", "direct_training")},
+                                       "plans_dropped", "direct_inference", "direct_training")},
             "fallback_ops": dict(_FALLBACK_OPS)}
 
 
@@ -279,9 +280,9 @@ class _Signature:
         self.views = ParameterViews(self.executor)
         # A graph without tensor inputs still gives its plan one (a plan has at least one).
         self.placeholder_input = None if self.inputs else [hg.zeros((1,), device=self.executor)._t]
-        # Instances whose aliased output buffers are in _PLAN_BUFFERS (their addresses do not
-        # change from replay to replay).
-        self.registered: set = set()
+        # id(instance) -> the addresses of its aliased output buffers, in _PLAN_BUFFERS (they do
+        # not change from replay to replay).
+        self.registered: dict = {}
         # How each graph output is made from the plan's results and the arguments, worked out on
         # the first call (see _recipe).
         self.recipe = None
@@ -291,14 +292,23 @@ class _Signature:
         xs = self.placeholder_input or self.views([args[i] for i in self.inputs])
         if self.random:
             xs = xs + [random_seed(ex)._t]
-        for plan in self.instances:
+        for k, plan in enumerate(self.instances):
             outs = plan._p.try_run(xs, self.alias)
             if outs is not None:
                 _STATS["replays"] += 1
+                if k:  # most recently used first: the next call tries it first
+                    self.instances.insert(0, self.instances.pop(k))
                 return self._results(args, outs, plan)
+        if len(self.instances) >= _MAX_INSTANCES:
+            # An instance whose outputs are free but which reads other memory in place (another
+            # model of the same architecture sharing Dynamo's graph, parameters given new memory)
+            # is given up for one recorded for these inputs: the least recently used one.
+            stale = next((p for p in reversed(self.instances) if p.outputs_free()), None)
+            if stale is not None:
+                self._drop(stale)
         if len(self.instances) < _MAX_INSTANCES:
             plan, first = self._record(args, xs)
-            self.instances.append(plan)
+            self.instances.insert(0, plan)
             _STATS["plans"] += 1
             return self._results(args, first, plan)
         # Every instance is busy: record one more for this call only, with copied outputs, and
@@ -307,6 +317,13 @@ class _Signature:
         plan, first = self._record(args, xs, alias=False)
         _STATS["plans"] += 1
         return self._results(args, first, None)
+
+    def _drop(self, plan):
+        """Gives up an instance; its output buffers stop counting as plan buffers."""
+        self.instances.remove(plan)
+        for address in self.registered.pop(id(plan), ()):
+            _PLAN_BUFFERS.discard(address)
+        _STATS["plans_dropped"] += 1
 
     def _record(self, args, xs, alias=True):
         graph, pos, planned = self.graph, self.pos, self.planned
@@ -347,10 +364,9 @@ class _Signature:
         every result is a copy)."""
         torch_outs = export_native(outs, self.device, self.executor)
         if plan is not None and id(plan) not in self.registered:
-            self.registered.add(id(plan))
-            for t, aliased in zip(torch_outs, self.alias):
-                if aliased:
-                    _PLAN_BUFFERS.add(t.data_ptr())
+            addresses = [t.data_ptr() for t, aliased in zip(torch_outs, self.alias) if aliased]
+            self.registered[id(plan)] = addresses
+            _PLAN_BUFFERS.update(addresses)
         if self.recipe is None:
             results = self._generic_results(args, torch_outs)
             self.recipe = self._recipe(args, results, torch_outs)

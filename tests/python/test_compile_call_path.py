@@ -247,3 +247,30 @@ def test_direct_paths_can_be_turned_off_and_agree():
     torch.testing.assert_close(outs[0][0], outs[1][0])
     for a, b in zip(outs[0][1], outs[1][1]):
         torch.testing.assert_close(a, b)
+
+
+def test_models_of_one_architecture_share_graphs_without_recording_at_every_call():
+    """Dynamo shares a compiled frame between models of one architecture (their parameters
+    are graph inputs); each model's parameters are read in place, so each gets plans of its
+    own. Alternating between more models than a graph keeps instances of gives up the least
+    recently used instance, and calls that alternate between a few models replay."""
+    models_ = [mlp() for _ in range(6)]
+    with torch.no_grad():
+        for i, m in enumerate(models_):
+            m[0].weight.add_(0.1 * i)
+    compiled = [torch.compile(m, backend="hologram") for m in models_]
+    x = torch.randn(3, 8)
+
+    def round_trip(which):
+        for i in which:
+            out = compiled[i](x)
+            out.square().sum().backward()
+            torch.testing.assert_close(out.detach(), models_[i](x).detach(), rtol=1e-5, atol=1e-6)
+            models_[i].zero_grad()
+
+    round_trip(range(6))  # more models than instances: some are given up
+    assert hologram_torch.compile_stats()["plans_dropped"] > 0
+    round_trip([0, 1, 0, 1])
+    plans = hologram_torch.compile_stats()["plans"]
+    round_trip([0, 1] * 4)
+    assert hologram_torch.compile_stats()["plans"] == plans
