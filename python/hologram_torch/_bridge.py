@@ -113,11 +113,13 @@ class ParameterViews:
     (``p.data = ...``) is imported again. Which positions hold parameters is read on the first
     call (a compiled graph's inputs keep their roles)."""
 
-    __slots__ = ("executor", "cuda", "cpu_e", "kept", "params")
+    __slots__ = ("executor", "cuda", "cpu_e", "kept", "params", "device")
 
-    def __init__(self, executor: hg.Executor):
+    def __init__(self, executor: hg.Executor, device: torch.device | None = None):
         self.executor = executor
         self.cuda = executor.backend == "cuda"
+        # The CUDA device whose current stream the views wait for (else found from the inputs).
+        self.device = device if device is not None and device.type == "cuda" else None
         self.cpu_e = hg.executor_for("cpu")._e
         self.kept: list = []
         self.params = None
@@ -126,7 +128,10 @@ class ParameterViews:
         """Native views of ``xs`` (torch tensors, as many at every call)."""
         if self.cuda:
             # Parameters too: the optimizer step that changed them was queued on torch's stream.
-            _order_after_torch(xs, self.executor)
+            if self.device is not None:
+                self.executor._e.order_after_stream(_current_stream(self.device))
+            else:
+                _order_after_torch(xs, self.executor)
         ex, cuda, cpu_e = self.executor, self.cuda, self.cpu_e
         if self.params is None:
             self.params = [isinstance(x, torch.nn.Parameter) for x in xs]

@@ -277,7 +277,7 @@ class _Signature:
         self.instances: list = []
         # A graph that draws random numbers gets a seed input, new at every call.
         self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
-        self.views = ParameterViews(self.executor)
+        self.views = ParameterViews(self.executor, self.device)
         # A graph without tensor inputs still gives its plan one (a plan has at least one).
         self.placeholder_input = None if self.inputs else [hg.zeros((1,), device=self.executor)._t]
         # id(instance) -> the addresses of its aliased output buffers, in _PLAN_BUFFERS (they do
