@@ -104,13 +104,19 @@ def import_batch(xs, executor: hg.Executor) -> list:
     return [hg.Tensor._wrap(_import_native(x, executor, cuda, cpu_e)) for x in xs]
 
 
+def parameter_memory(x) -> bool:
+    """True for a parameter or a view of one (a transposed weight a forward graph saved for its
+    backward graph): memory that stays where it is from step to step."""
+    return isinstance(x, torch.nn.Parameter) or isinstance(getattr(x, "_base", None), torch.nn.Parameter)
+
+
 class ParameterViews:
     """Native Hologram views of a call's inputs, one stream handshake for all of them, where
     the views of parameters are kept from call to call: a parameter whose memory, shape,
     strides and dtype are unchanged is the same view (importing it again through DLPack costs
-    a few µs per tensor and call). The kept view holds the parameter's memory, so no other
-    tensor can have the same address and layout while it is kept; a parameter given new memory
-    (``p.data = ...``) is imported again. Which positions hold parameters is read on the first
+    a few µs per tensor and call); views of parameters likewise. The kept view holds the
+    parameter's memory, so no other tensor can have the same address and layout while it is
+    kept; a parameter given new memory (``p.data = ...``) is imported again. Which positions hold parameters is read on the first
     call (a compiled graph's inputs keep their roles)."""
 
     __slots__ = ("executor", "cuda", "cpu_e", "kept", "params", "device")
@@ -134,7 +140,7 @@ class ParameterViews:
                 _order_after_torch(xs, self.executor)
         ex, cuda, cpu_e = self.executor, self.cuda, self.cpu_e
         if self.params is None:
-            self.params = [isinstance(x, torch.nn.Parameter) for x in xs]
+            self.params = [parameter_memory(x) for x in xs]
             self.kept = [None] * len(xs)
         out = []
         kept = self.kept

@@ -30,7 +30,7 @@ import hologram as hg
 from . import direct, lowering
 from hologram import _native
 
-from ._bridge import ParameterViews, default_executor, export_native
+from ._bridge import ParameterViews, default_executor, export_native, parameter_memory
 
 log = logging.getLogger("hologram_torch.compile")
 aten = torch.ops.aten
@@ -476,8 +476,9 @@ def _learn_geometry(geometry: dict, a, r) -> None:
 
 
 def _in_place(x) -> bool:
-    """Inputs read where they are: parameters, and plan outputs handed to torch as views."""
-    return isinstance(x, torch.nn.Parameter) or x.data_ptr() in _PLAN_BUFFERS
+    """Inputs read where they are: parameters and views of them (the backward graph reads the
+    transposed weights the forward graph saved), and plan outputs handed to torch as views."""
+    return parameter_memory(x) or x.data_ptr() in _PLAN_BUFFERS
 
 
 def _torch_view(n, env):
