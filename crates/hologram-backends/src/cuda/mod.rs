@@ -39,6 +39,8 @@ mod memory;
 mod module;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
+#[cfg(feature = "cuda")]
+mod stream_order;
 
 #[cfg(feature = "cuda")]
 pub use cache::cache_dir;
