@@ -71,10 +71,14 @@ find_lib() {
     return 1
 }
 printf '==> environment\n'
-for lib in libcuda.so libnvrtc.so libcublas.so; do
+for lib in libcuda.so libnvrtc.so libcublas.so libnccl.so; do
     if find_lib "$lib"; then echo "found $lib"; else echo "NOT FOUND: $lib"; fi
 done
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+# NVLink multicast (NVLS) stays off for every NCCL user here (issue 16).
+export NCCL_NVLS_ENABLE=0
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+echo "GPUs: ${GPUS:-0}; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi failed"
 ls -l "$BUNDLE" || echo "no bundle at $BUNDLE: run scripts/gpu-check.sh first and carry target/gpu-bundle"
 
@@ -115,6 +119,21 @@ record "benchmarks vs PyTorch" "$s" "report: $OUT/bench-results/cuda.md"
 # 4. CUDA-specific tests (out of bounds, unchecked, async/sync, cuBLAS GEMM, copies, disk cache).
 if HOLOGRAM_REQUIRE_GPU=1 step cudatests 120 "$BUNDLE/cuda_gpu" --test-threads=1 --nocapture; then s=ok; else s=FAIL; fi
 record "CUDA tests (cuda_gpu)" "$s" "$(grep -E '^test result|^test .* FAILED' "$SCRATCH/cudatests.out" | tr '\n' ' ')"
+
+# 4b. NCCL on one GPU: communicators of size 1 (buffers and tensors), gradient buckets, copies
+# between two executors of one GPU. (The NCCL tests live in the cuda_gpu and plan binaries: the
+# bundle has no room for binaries of their own.)
+if HOLOGRAM_REQUIRE_GPU=1 step nccl 120 bash -c "\"$BUNDLE/cuda_gpu\" --test-threads=1 --nocapture nccl::single_gpu nccl::missing && \"$BUNDLE/plan\" --test-threads=1 --nocapture collective::single_gpu"; then s=ok; else s=FAIL; fi
+record "NCCL, one GPU (cuda_gpu, plan: single_gpu)" "$s" "$(grep -E '^NCCL |^test result|^test .* FAILED' "$SCRATCH/nccl.out" | tr '\n' ' ')"
+# 4c. NCCL across every GPU: each collective from one thread and one thread per GPU, peer copies,
+# gradient buckets averaged across ranks.
+if [ "${GPUS:-0}" -ge 2 ]; then
+    if HOLOGRAM_REQUIRE_GPU=1 step multigpu 180 bash -c "\"$BUNDLE/cuda_gpu\" --test-threads=1 --nocapture nccl::all_gpus && \"$BUNDLE/plan\" --test-threads=1 --nocapture collective::all_gpus"; then s=ok; else s=FAIL; fi
+    record "NCCL, all $GPUS GPUs (cuda_gpu, plan: all_gpus)" "$s" "$(grep -E '^test result|^test .* FAILED|skipped' "$SCRATCH/multigpu.out" | tr '\n' ' ')"
+else
+    echo "multigpu: skipped, this machine has ${GPUS:-0} GPU (the all-GPU collectives need 2 or more)"
+    record "NCCL, all GPUs (all_gpus tests)" skipped "${GPUS:-0} GPU: needs 2 or more"
+fi
 
 # 5. CPU and CUDA compared on every buffer of every program.
 if step crosscheck 120 "$H" cross-check --backend cuda --reference cpu --dir "$CONF"; then s=ok; else s=FAIL; fi
@@ -189,6 +208,17 @@ if [ -n "$WHEEL" ] && python3 -m pip install -q --no-deps --no-compile --target 
     # Hologram's own per-step profile.
     if PYTHONUNBUFFERED=1 step profile 200 bash -c 'python3 bench/profile_model.py --only gpt --mode train --impls eager,hologram-step --steps 3 --top 30 --plan-profile >"$0/profile-gpt-train.txt" 2>&1; python3 bench/profile_model.py --only resnet18,mlp_infer64 --mode infer --impls eager,hologram --steps 5 --top 25 --plan-profile >"$0/profile-infer.txt" 2>&1; grep -hE "=====|GPU busy" "$0"/profile-*.txt' "$OUT"; then s=ok; else s=FAIL; fi
     record "bench/profile_model.py (gpt, resnet18, mlp)" "$s" "$(grep -c '=====' "$SCRATCH/profile.out") profiles under \$OUT"
+    # 12d. Several GPUs: all-reduce bandwidth against torch.distributed, and data-parallel GPT
+    # training (1 GPU vs all, same global batch; the loss curves must agree within 1%).
+    if [ "${GPUS:-0}" -ge 2 ]; then
+        if PYTHONUNBUFFERED=1 step allreduce 240 python3 bench/allreduce.py --json "$OUT/allreduce.json"; then s=ok; else s=FAIL; fi
+        record "bench/allreduce.py ($GPUS GPUs)" "$s" "$(grep -E '^(hologram|torch) |busbw =' "$SCRATCH/allreduce.out" | sed 's/  */ /g' | tr '\n' ';')"
+        if PYTHONUNBUFFERED=1 step ddp 300 python3 examples/ddp_train.py --steps "${DDP_STEPS:-30}" --json "$OUT/ddp.json"; then s=ok; else s=FAIL; fi
+        record "examples/ddp_train.py ($GPUS GPUs)" "$s" "$(grep -E 'speedup|largest relative' "$SCRATCH/ddp.out" | sed 's/  */ /g' | tr '\n' ';')"
+    else
+        echo "allreduce, ddp: skipped, this machine has ${GPUS:-0} GPU (they need 2 or more)"
+        record "bench/allreduce.py, examples/ddp_train.py" skipped "${GPUS:-0} GPU: needs 2 or more"
+    fi
 else
     record "Python tests and bench/run.py" skipped "no wheel in $BUNDLE/wheel"
 fi

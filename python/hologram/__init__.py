@@ -33,6 +33,8 @@ from .errors import (  # noqa: F401
 from .executor import Buffer, Executor  # noqa: F401
 from .plan import Plan, record  # noqa: F401
 from .program import Program, asm  # noqa: F401
+from . import distributed  # noqa: E402,F401
+from .distributed import device_count as cuda_device_count  # noqa: E402,F401
 from .tensor import (  # noqa: F401
     Tensor,
     arange,
@@ -65,7 +67,7 @@ bfloat16 = "bfloat16"
 __all__ = [
     "Executor", "Buffer", "Tensor", "Program", "asm", "ops", "backend", "Plan", "record",
     "asarray", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "matmul", "where",
-    "cat", "concat", "from_dlpack", "executor_for",
+    "cat", "concat", "from_dlpack", "executor_for", "distributed", "cuda_device_count",
     "is_cuda_available", "is_metal_available", "is_vulkan_available", "get_default_backend",
     "HologramError", "BackendUnavailableError", "ValidationError", "CompileError",
     "OutOfBoundsError", "OutOfMemoryError", "DeviceError",

@@ -13,7 +13,7 @@ class Executor:
     """Runs kernels on one backend.
 
     ``backend`` is ``'auto'`` (``HOLOGRAM_BACKEND``, else CUDA, a hardware GPU, else the CPU),
-    ``'cpu'``, ``'cuda'``, ``'metal'``, ``'vulkan'`` or ``'dx12'``. A backend that cannot run
+    ``'cpu'``, ``'cuda'``, ``'cuda:N'`` (the N-th GPU), ``'metal'``, ``'vulkan'`` or ``'dx12'``. A backend that cannot run
     here raises :class:`hologram.BackendUnavailableError` saying why.
 
     >>> import hologram as hg, numpy as np
@@ -30,6 +30,16 @@ class Executor:
     def backend(self) -> str:
         """The backend's name."""
         return self._e.backend
+
+    @property
+    def device(self) -> str:
+        """The device: ``'cuda:1'``, ``'cpu:0'``, ..."""
+        return self._e.device
+
+    @property
+    def device_index(self) -> int:
+        """Which of the backend's devices (the CUDA GPU's index; 0 elsewhere)."""
+        return self._e.device_index
 
     @property
     def backend_type(self) -> str:

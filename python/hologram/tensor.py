@@ -21,15 +21,16 @@ def executor_for(device=None) -> Executor:
     ``'cuda'``, ``'vulkan'``, ...; or an :class:`Executor`)."""
     if isinstance(device, Executor):
         return device
-    key = "auto" if device is None else str(device)
-    if key.startswith("cuda:"):
-        key = "cuda"
+    key = "auto" if device is None else str(device).strip()
+    if key in ("cuda:0", "cpu:0"):
+        key = key[:-2]
     with _lock:
         ex = _executors.get(key)
         if ex is None:
             ex = Executor(key)
             _executors[key] = ex
-            _executors.setdefault(ex.backend, ex)
+            if ":" not in key:
+                _executors.setdefault(ex.backend, ex)
         return ex
 
 
@@ -83,8 +84,10 @@ class Tensor:
 
     @property
     def device(self) -> str:
-        """The backend the tensor lives on (``'cpu'``, ``'cuda'``, ...)."""
-        return self._t.executor.backend
+        """The device the tensor lives on: the backend (``'cpu'``, ``'cuda'``, ...), with the
+        GPU's index past the first (``'cuda:1'``)."""
+        e = self._t.executor
+        return e.backend if e.device_index == 0 else e.device
 
     @property
     def executor(self) -> Executor:
@@ -125,7 +128,7 @@ class Tensor:
     def to(self, device) -> "Tensor":
         """A copy on another device (itself if already there)."""
         ex = executor_for(device)
-        if ex.backend == self.device:
+        if ex.device == self._t.executor.device:
             return self
         return Tensor._wrap(self._t.to_executor(ex._e))
 
@@ -456,5 +459,8 @@ def from_dlpack(x, device=None) -> Tensor:
     memory onto the CPU executor, CUDA memory onto the CUDA executor."""
     cpu = executor_for("cpu")
     dev = getattr(x, "__dlpack_device__", lambda: (1, 0))()[0]
-    cuda = executor_for("cuda")._e if dev == 2 else None
+    cuda = None
+    if dev == 2:
+        index = x.__dlpack_device__()[1]
+        cuda = executor_for("cuda" if index == 0 else f"cuda:{index}")._e
     return Tensor._wrap(_native.from_dlpack(x, cpu._e, cuda))

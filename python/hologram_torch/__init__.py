@@ -15,6 +15,7 @@ from . import compile as _compile
 from . import functional, nn  # noqa: F401
 from ._bridge import default_executor, set_default_executor  # noqa: F401
 from .compile import compile_stats, plan_profiles, plan_stats, reset_compile_stats  # noqa: F401
+from .distributed import DistributedDataParallel  # noqa: F401
 from .step import TrainStep, compile_step  # noqa: F401
 
 _compile.register()
@@ -22,5 +23,5 @@ _compile.register()
 __all__ = [
     "functional", "nn", "default_executor", "set_default_executor", "compile_stats", "reset_compile_stats",
     "plan_stats", "plan_profiles",
-    "compile_step", "TrainStep",
+    "compile_step", "TrainStep", "DistributedDataParallel",
 ]

@@ -340,6 +340,12 @@ pub trait Backend: Send + Sync {
     /// Waits for all submitted work.
     fn synchronize(&self) -> Result<()>;
 
+    /// The backend itself as `Any`, for library code that needs the concrete type (the CUDA
+    /// collectives and peer copies); `None` by default.
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
+    }
+
     /// Which of its kind's devices this backend runs on (the CUDA device ordinal, as DLPack's
     /// `device_id` spells it); 0 for backends with a single device.
     fn device_ordinal(&self) -> u32 {

@@ -22,6 +22,12 @@ mod common {
     pub mod runaway;
 }
 
+// NCCL collectives and copies between GPUs (tests/multi_gpu/nccl.rs): in this binary, not one of
+// their own, so the GPU bundle stays within what the device tool carries.
+mod multi_gpu {
+    pub mod nccl;
+}
+
 fn gpu() -> Option<CudaBackend> {
     match CudaBackend::new() {
         Ok(b) => Some(b),

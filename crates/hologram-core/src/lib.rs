@@ -38,6 +38,10 @@
 pub mod alloc;
 mod backend_type;
 mod buffer;
+#[cfg(feature = "cuda")]
+pub mod collective;
+pub mod data_parallel;
+mod device;
 mod dtype;
 mod element;
 mod error;
@@ -51,6 +55,7 @@ pub mod tensor;
 pub use alloc::AllocatorStats;
 pub use backend_type::{availability, availability_of, Availability, BackendType};
 pub use buffer::Buffer;
+pub use device::{cuda_device_count, Device};
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{Error, Result};

@@ -4,6 +4,13 @@
 
 mod common;
 
+// Collectives, copies between GPUs and gradient buckets (tests/multi_gpu/collective.rs): in this
+// binary, not one of their own, so the GPU bundle stays within what the device tool carries.
+#[cfg(feature = "cuda")]
+mod multi_gpu {
+    pub mod collective;
+}
+
 use hologram_core::plan::{Plan, Recording};
 use hologram_core::{DType, Executor, Result, Tensor};
 

@@ -76,19 +76,25 @@ impl PyExecutor {
     }
 
     /// `backend`: `auto` (HOLOGRAM_BACKEND, else CUDA, a GPU, else the CPU), `cpu`, `cuda`,
-    /// `metal`, `vulkan` or `dx12`. Raises BackendUnavailableError saying why a backend cannot run.
+    /// `cuda:N` (the N-th GPU), `metal`, `vulkan` or `dx12`. Raises BackendUnavailableError
+    /// saying why a backend cannot run.
     #[new]
     #[pyo3(signature = (backend = "auto"))]
     fn new(backend: &str) -> PyRes<Self> {
-        let e = if backend.trim().eq_ignore_ascii_case("auto") {
-            Executor::new_auto()
-        } else {
-            backend
-                .parse::<BackendType>()
-                .and_then(Executor::new_with_backend)
-        }
-        .py()?;
+        let e = Executor::on(backend).py()?;
         Ok(PyExecutor { e })
+    }
+
+    /// The device: `cuda:1`, `cpu:0`, ...
+    #[getter]
+    fn device(&self) -> String {
+        self.e.device().to_string()
+    }
+
+    /// Which of the backend's devices (the CUDA device ordinal; 0 elsewhere).
+    #[getter]
+    fn device_index(&self) -> usize {
+        self.e.device().index
     }
 
     /// The backend's name (`cpu`, `cuda`, ...).
@@ -237,6 +243,12 @@ pub unsafe fn host_bytes<'a>(address: usize, nbytes: usize) -> PyRes<&'a [u8]> {
     }
     // SAFETY: per the function's contract.
     Ok(unsafe { std::slice::from_raw_parts(address as *const u8, nbytes) })
+}
+
+/// The number of CUDA GPUs on this host (0 without a driver or GPU).
+#[pyfunction]
+pub fn cuda_device_count() -> usize {
+    hologram_core::cuda_device_count()
 }
 
 /// Every backend with its device or why it is unavailable: `[(name, available, detail)]`.

@@ -3,6 +3,8 @@
 // Every `unsafe` block says why it is sound (CI runs clippy with `-D warnings`).
 #![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "cuda")]
+mod collective;
 mod dlpack;
 mod errors;
 mod executor;
@@ -38,6 +40,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(executor::default_backend, m)?)?;
     m.add_function(wrap_pyfunction!(executor::backend_status, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(executor::cuda_device_count, m)?)?;
+    #[cfg(feature = "cuda")]
+    {
+        m.add_class::<collective::PyCommunicator>()?;
+        m.add_function(wrap_pyfunction!(collective::nccl_version, m)?)?;
+        m.add_function(wrap_pyfunction!(collective::nccl_unique_id, m)?)?;
+        m.add_function(wrap_pyfunction!(collective::nccl_group_start, m)?)?;
+        m.add_function(wrap_pyfunction!(collective::nccl_group_end, m)?)?;
+    }
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_submodule(&seed_ops::module(m.py())?)?;
     errors::register(m)

@@ -798,11 +798,11 @@ impl PyTensor {
         })
     }
 
-    /// A copy on another executor.
+    /// A copy on another executor (GPU to GPU between CUDA executors, else through the host).
     fn to_executor(&self, py: Python<'_>, exec: &PyExecutor) -> PyRes<PyTensor> {
         let (t, e) = (self.t.clone(), exec.e.clone());
         Ok(PyTensor {
-            t: nogil(py, move || t.to_executor(&e))?,
+            t: nogil(py, move || t.to_device(&e))?,
         })
     }
 

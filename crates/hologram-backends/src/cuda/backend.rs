@@ -85,7 +85,26 @@ impl CudaBackend {
     /// Opens the CUDA device (`HOLOGRAM_CUDA_DEVICE`, default 0). Without libcuda, NVRTC or a
     /// GPU this returns [`BackendError::Unavailable`] saying which is missing.
     pub fn new() -> Result<CudaBackend> {
-        let dev = Device::open()?;
+        CudaBackend::open(Device::open()?)
+    }
+
+    /// Opens CUDA device `ordinal` (0 is the first GPU, as in `cuda:0`). An ordinal past the
+    /// last GPU is [`BackendError::Unavailable`] naming how many there are.
+    pub fn on_device(ordinal: usize) -> Result<CudaBackend> {
+        CudaBackend::open(Device::open_at(Some(ordinal))?)
+    }
+
+    /// The device and its stream, for the collectives and peer copies of this crate.
+    pub(crate) fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Fails once the backend refused further work, for the collectives of this crate.
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        self.usable()
+    }
+
+    fn open(dev: Device) -> Result<CudaBackend> {
         let nvrtc_version = nvrtc::version()?;
         let record = ErrorRecord::new(&dev)?;
         let order = StreamOrder::new(&dev);
@@ -497,6 +516,10 @@ impl Backend for CudaBackend {
 
     fn device_ordinal(&self) -> u32 {
         self.dev.ctx.ordinal() as u32
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn dlpack_stream(&self) -> Option<u64> {

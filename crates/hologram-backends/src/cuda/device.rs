@@ -142,6 +142,22 @@ fn missing_symbol(names: &[&'static str], present: impl Fn(&str) -> bool) -> Opt
     names.iter().copied().find(|s| !present(s))
 }
 
+/// The number of CUDA devices, or why CUDA cannot run here (no driver, no device).
+pub(crate) fn device_count() -> Result<usize> {
+    if let Err(e) = &libraries().driver {
+        return Err(unavailable(e.clone()));
+    }
+    if let Err(e) = drv::init() {
+        return match e.0 {
+            sys::CUresult::CUDA_ERROR_NO_DEVICE => Ok(0),
+            _ => Err(unavailable(describe("cuInit failed", e))),
+        };
+    }
+    drv::device::get_count()
+        .map(|n| n.max(0) as usize)
+        .map_err(|e| unavailable(describe("cuDeviceGetCount", e)))
+}
+
 /// A driver error as text: `what: CUDA_ERROR_NAME (description)`.
 pub(crate) fn describe(what: &str, e: DriverError) -> String {
     let name = e
@@ -187,8 +203,14 @@ fn unavailable(reason: impl Into<String>) -> BackendError {
 }
 
 impl Device {
-    /// Opens device `ordinal` (`HOLOGRAM_CUDA_DEVICE`, default 0) after checking the libraries.
+    /// Opens the device `HOLOGRAM_CUDA_DEVICE` names (default 0) after checking the libraries.
     pub(crate) fn open() -> Result<Device> {
+        Device::open_at(None)
+    }
+
+    /// Opens device `ordinal` (`None`: `HOLOGRAM_CUDA_DEVICE`, default 0) after checking the
+    /// libraries.
+    pub(crate) fn open_at(ordinal: Option<usize>) -> Result<Device> {
         let libs = libraries();
         let mut missing: Vec<&str> = Vec::new();
         if let Err(e) = &libs.driver {
@@ -200,11 +222,13 @@ impl Device {
         if !missing.is_empty() {
             return Err(unavailable(missing.join("; ")));
         }
-        let ordinal: usize = match std::env::var("HOLOGRAM_CUDA_DEVICE") {
-            Ok(v) => v.trim().parse().map_err(|_| {
+        let asked = ordinal;
+        let ordinal: usize = match (ordinal, std::env::var("HOLOGRAM_CUDA_DEVICE")) {
+            (Some(o), _) => o,
+            (None, Ok(v)) => v.trim().parse().map_err(|_| {
                 unavailable(format!("HOLOGRAM_CUDA_DEVICE={v} is not a device number"))
             })?,
-            Err(_) => 0,
+            (None, Err(_)) => 0,
         };
         if let Err(e) = drv::init() {
             return Err(unavailable(match e.0 {
@@ -218,8 +242,13 @@ impl Device {
             return Err(unavailable("no CUDA device"));
         }
         if ordinal >= count as usize {
+            let which = match asked {
+                Some(_) => format!("cuda:{ordinal} was asked for"),
+                None => format!("HOLOGRAM_CUDA_DEVICE={ordinal}"),
+            };
             return Err(unavailable(format!(
-                "HOLOGRAM_CUDA_DEVICE={ordinal}, but there are only {count} CUDA devices"
+                "{which}, but there are only {count} CUDA devices (cuda:0 to cuda:{})",
+                count - 1
             )));
         }
         let ctx = CudaContext::new(ordinal)

@@ -75,6 +75,11 @@ impl CudaMemory {
     pub fn address(&self) -> u64 {
         self.ptr
     }
+
+    /// The CUDA device ordinal the memory lives on.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
 }
 
 impl Drop for CudaMemory {

@@ -4,6 +4,8 @@
 //! backend itself needs the `cuda` feature: it loads libcuda, NVRTC, cuBLAS and (when present, for convolutions) cuDNN at run time
 //! (through cudarc), compiles generated code with NVRTC for the device's architecture, caches the
 //! binaries in memory and on disk, and runs launches asynchronously on one stream.
+//! [`CudaBackend::on_device`] picks the GPU; [`peer`] copies between GPUs and [`collective`] runs
+//! NCCL collectives across the GPUs of the host.
 //!
 //! ```no_run
 //! # #[cfg(feature = "cuda")] {
@@ -24,6 +26,8 @@ mod blas;
 #[cfg(feature = "cuda")]
 mod cache;
 #[cfg(feature = "cuda")]
+pub mod collective;
+#[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
 mod dnn;
@@ -38,7 +42,11 @@ mod memory;
 #[cfg(feature = "cuda")]
 mod module;
 #[cfg(feature = "cuda")]
+mod nccl_api;
+#[cfg(feature = "cuda")]
 pub mod nvrtc;
+#[cfg(feature = "cuda")]
+pub mod peer;
 #[cfg(feature = "cuda")]
 mod stream_order;
 
@@ -46,6 +54,8 @@ mod stream_order;
 pub use cache::cache_dir;
 #[cfg(feature = "cuda")]
 pub use memory::CudaMemory;
+#[cfg(feature = "cuda")]
+pub use peer::{copy_between, device_count};
 
 #[cfg(feature = "cuda")]
 mod backend;
