@@ -8,6 +8,9 @@ import torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
 from torch.utils.dlpack import to_dlpack as _to_dlpack
 
+# A capsule straight to torch (torch.utils.dlpack.from_dlpack first probes for __dlpack__).
+_capsule_to_torch = getattr(torch._C, "_from_dlpack", _from_dlpack)
+
 import hologram as hg
 from hologram import _native
 
@@ -74,33 +77,99 @@ def _current_stream(device: torch.device) -> int:
     return raw(index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
-def import_batch(xs, executor: hg.Executor) -> list:
-    """Hologram views of several torch tensors with one stream handshake for all of them (the
-    executor's later work waits for torch's current stream once), not one per tensor."""
-    cuda = executor.backend == "cuda"
-    if cuda:
+def _import_native(x: torch.Tensor, executor: hg.Executor, cuda: bool, cpu_e):
+    """A native Hologram view of one torch tensor (no stream handshake: the caller's)."""
+    x = x.detach()
+    if cuda and x.device.type == "cuda":
+        return _native.from_dlpack(_to_dlpack(x), cpu_e, executor._e)
+    if not cuda and x.device.type == "cpu":
+        return _native.from_dlpack(_to_dlpack(x), executor._e, None)
+    return to_hg(x, executor)._t
+
+
+def _order_after_torch(xs, executor: hg.Executor) -> None:
+    """Orders the executor's later work after torch's current stream (CUDA only)."""
+    if executor.backend == "cuda":
         dev = next((x.device for x in xs if x.device.type == "cuda"), None)
         if dev is not None:
             executor._e.order_after_stream(_current_stream(dev))
+
+
+def import_batch(xs, executor: hg.Executor) -> list:
+    """Hologram views of several torch tensors with one stream handshake for all of them (the
+    executor's later work waits for torch's current stream once), not one per tensor."""
+    _order_after_torch(xs, executor)
+    cuda = executor.backend == "cuda"
     cpu_e = hg.executor_for("cpu")._e
-    out = []
-    for x in xs:
-        x = x.detach()
-        if cuda and x.device.type == "cuda":
-            out.append(hg.Tensor._wrap(_native.from_dlpack(_to_dlpack(x), cpu_e, executor._e)))
-        elif not cuda and x.device.type == "cpu":
-            out.append(hg.Tensor._wrap(_native.from_dlpack(_to_dlpack(x), executor._e, None)))
-        else:
-            out.append(to_hg(x, executor))
-    return out
+    return [hg.Tensor._wrap(_import_native(x, executor, cuda, cpu_e)) for x in xs]
+
+
+def parameter_memory(x) -> bool:
+    """True for a parameter or a view of one (a transposed weight a forward graph saved for its
+    backward graph): memory that stays where it is from step to step."""
+    return isinstance(x, torch.nn.Parameter) or isinstance(getattr(x, "_base", None), torch.nn.Parameter)
+
+
+class ParameterViews:
+    """Native Hologram views of a call's inputs, one stream handshake for all of them, where
+    the views of parameters are kept from call to call: a parameter whose memory, shape,
+    strides and dtype are unchanged is the same view (importing it again through DLPack costs
+    a few µs per tensor and call); views of parameters likewise. The kept view holds the
+    parameter's memory, so no other tensor can have the same address and layout while it is
+    kept; a parameter given new memory (``p.data = ...``) is imported again. Which positions hold parameters is read on the first
+    call (a compiled graph's inputs keep their roles)."""
+
+    __slots__ = ("executor", "cuda", "cpu_e", "kept", "params", "device")
+
+    def __init__(self, executor: hg.Executor, device: torch.device | None = None):
+        self.executor = executor
+        self.cuda = executor.backend == "cuda"
+        # The CUDA device whose current stream the views wait for (else found from the inputs).
+        self.device = device if device is not None and device.type == "cuda" else None
+        self.cpu_e = hg.executor_for("cpu")._e
+        self.kept: list = []
+        self.params = None
+
+    def __call__(self, xs) -> list:
+        """Native views of ``xs`` (torch tensors, as many at every call)."""
+        if self.cuda:
+            # Parameters too: the optimizer step that changed them was queued on torch's stream.
+            if self.device is not None:
+                self.executor._e.order_after_stream(_current_stream(self.device))
+            else:
+                _order_after_torch(xs, self.executor)
+        ex, cuda, cpu_e = self.executor, self.cuda, self.cpu_e
+        if self.params is None:
+            self.params = [parameter_memory(x) for x in xs]
+            self.kept = [None] * len(xs)
+        out = []
+        kept = self.kept
+        for k, (x, param) in enumerate(zip(xs, self.params)):
+            if not param:
+                out.append(_import_native(x, ex, cuda, cpu_e))
+                continue
+            c = kept[k]
+            if c is not None and x.data_ptr() == c[0] and x.shape == c[1] and x.stride() == c[2] \
+                    and x.dtype == c[3]:
+                out.append(c[4])
+                continue
+            t = _import_native(x, ex, cuda, cpu_e)
+            kept[k] = (x.data_ptr(), x.shape, x.stride(), x.dtype, t)
+            out.append(t)
+        return out
 
 
 def export_batch(ts, device: torch.device, executor: hg.Executor) -> list:
     """Torch tensors of several Hologram results with one stream handshake (torch's current
     stream waits for the executor's work once)."""
+    return export_native([t._t for t in ts], device, executor)
+
+
+def export_native(ts, device: torch.device, executor: hg.Executor) -> list:
+    """:func:`export_batch` of native tensors."""
     if device.type == "cuda" and executor.backend == "cuda":
         executor._e.order_before_stream(_current_stream(device))
-        return [_from_dlpack(t._t.__dlpack__(None)) for t in ts]
+        return [_capsule_to_torch(t.__dlpack__(None)) for t in ts]
     if device.type == "cpu" and executor.backend == "cpu":
-        return [_from_dlpack(t._t.__dlpack__(None)) for t in ts]
-    return [to_torch(t, torch.empty(0, device=device)) for t in ts]
+        return [_capsule_to_torch(t.__dlpack__(None)) for t in ts]
+    return [to_torch(hg.Tensor._wrap(t), torch.empty(0, device=device)) for t in ts]

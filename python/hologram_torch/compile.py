@@ -27,10 +27,10 @@ import torch
 
 import hologram as hg
 
-from . import lowering
+from . import direct, lowering
 from hologram import _native
 
-from ._bridge import default_executor, export_batch, import_batch
+from ._bridge import ParameterViews, default_executor, export_native, parameter_memory
 
 log = logging.getLogger("hologram_torch.compile")
 aten = torch.ops.aten
@@ -40,6 +40,8 @@ _STATS: Counter = Counter()
 _FALLBACK_OPS: Counter = Counter()
 _warned: set = set()
 _GRAPHS = weakref.WeakSet()
+# False: every graph keeps AOTAutograd's runtime wrappers (for comparisons; see .direct).
+DIRECT = True
 
 # View ops torch replays itself on outputs that alias a graph input.
 _VIEW_OPS = {
@@ -53,9 +55,12 @@ _VIEW_OPS = {
 def compile_stats() -> dict:
     """What the ``hologram`` backend has done in this process: graphs compiled (``graphs``),
     graphs that run in eager PyTorch (``eager_graphs``) and the ops that sent them there
-    (``fallback_ops``: op name -> count), plans recorded (``plans``) and replays
-    (``replays``)."""
-    return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes")},
+    (``fallback_ops``: op name -> count), plans recorded (``plans``), replays (``replays``),
+    plans given up for others when a graph's inputs moved (``plans_dropped``), and
+    inference graphs and forward/backward pairs Dynamo calls without AOTAutograd's runtime
+    wrappers (``direct_inference``, ``direct_training``)."""
+    return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes",
+                                       "plans_dropped", "direct_inference", "direct_training")},
             "fallback_ops": dict(_FALLBACK_OPS)}
 
 
@@ -155,6 +160,9 @@ def interpret(nodes, values: dict) -> dict:
 class _Graph:
     """One FX graph of core ATen ops, run as Hologram plans (one per input signature)."""
 
+    # Called with the argument list itself (AOTAutograd's and Dynamo's boxed convention).
+    _boxed_call = True
+
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
         self.gm = gm
         self.kind = kind
@@ -169,6 +177,11 @@ class _Graph:
         missing = [n for n in self.nodes if n.op == "call_function" and lowering.lookup(n.target) is None]
         missing += [n for n in self.nodes if n.op in ("call_method", "call_module")]
         self.eager_reason = None
+        # Dynamo guards a graph traced with static shapes on its inputs' shapes, dtypes and
+        # devices, so such a graph has one signature: no key to build per call (the plan still
+        # checks every input's shape and dtype natively before a replay).
+        self.static = all(_static_placeholder(p) for p in self.placeholders)
+        self.only = None
         if missing:
             self._fall_back(missing, "no Hologram lowering")
         _STATS["graphs"] += 1
@@ -191,10 +204,20 @@ class _Graph:
     def __call__(self, args):
         if self.eager_reason is not None:
             return self.gm(*args)
+        if self.only is not None:
+            try:
+                return self.only(args)
+            except lowering.NoLowering as e:
+                self.only = None
+                self.plans.clear()
+                self._fall_back([self.output], str(e))
+                return self.gm(*args)
         key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("v", a) for a in args)
         group = self.plans.get(key)
         if group is None:
             group = self.plans[key] = _Signature(self, args)
+            if self.static:
+                self.only = group
         try:
             return group(args)
         except lowering.NoLowering as e:
@@ -239,34 +262,68 @@ class _Signature:
         used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
         self.inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
         # Outputs returned as views of the plan's buffers: what only the backward graph reads
-        # (saved activations) and gradients; values the user sees are copies.
+        # (saved activations) and gradients; other values the user sees are copies.
         visible = set()
         for o in graph.outs[:graph.user_outputs]:
             if isinstance(o, torch.fx.Node) and o in planned or _view_base(o) in planned:
                 visible.add(_view_base(o))
-        self.alias = [node not in visible for node in planned]
+        self.copy_visible = [node not in visible for node in planned]
+        # Gradients: autograd moves them into .grad (or adds them to it and lets them go), and
+        # zero_grad() drops them before the next backward pass, so the plan's buffers are free
+        # again by then; no allocation and copy per gradient and step. A loop that keeps
+        # gradients of several passes keeps instances busy: once every instance is, the
+        # signature goes back to copies (see __call__).
+        self.alias = [True] * len(planned) if graph.kind == "backward" else self.copy_visible
         self.instances: list = []
         # A graph that draws random numbers gets a seed input, new at every call.
         self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
+        self.views = ParameterViews(self.executor, self.device)
+        # A graph without tensor inputs still gives its plan one (a plan has at least one).
+        self.placeholder_input = None if self.inputs else [hg.zeros((1,), device=self.executor)._t]
+        # id(instance) -> the addresses of its aliased output buffers, in _PLAN_BUFFERS (they do
+        # not change from replay to replay).
+        self.registered: dict = {}
+        # How each graph output is made from the plan's results and the arguments, worked out on
+        # the first call (see _recipe).
+        self.recipe = None
 
     def __call__(self, args):
         ex = self.executor
-        xs = import_batch([args[i] for i in self.inputs], ex) or [hg.zeros((1,), device=ex)]
+        xs = self.placeholder_input or self.views([args[i] for i in self.inputs])
         if self.random:
-            xs.append(random_seed(ex))
-        for plan in self.instances:
-            if plan.accepts(xs) and plan.outputs_free():
+            xs = xs + [random_seed(ex)._t]
+        for k, plan in enumerate(self.instances):
+            outs = plan._p.try_run(xs, self.alias)
+            if outs is not None:
                 _STATS["replays"] += 1
-                return self._results(args, plan.run(xs, self.alias))
+                if k:  # most recently used first: the next call tries it first
+                    self.instances.insert(0, self.instances.pop(k))
+                return self._results(args, outs, plan)
+        if len(self.instances) >= _MAX_INSTANCES:
+            # An instance whose outputs are free but which reads other memory in place (another
+            # model of the same architecture sharing Dynamo's graph, parameters given new memory)
+            # is given up for one recorded for these inputs: the least recently used one.
+            stale = next((p for p in reversed(self.instances) if p.outputs_free()), None)
+            if stale is not None:
+                self._drop(stale)
         if len(self.instances) < _MAX_INSTANCES:
             plan, first = self._record(args, xs)
-            self.instances.append(plan)
+            self.instances.insert(0, plan)
             _STATS["plans"] += 1
-            return self._results(args, first)
-        # Every instance is busy: record one more for this call only, with copied outputs.
+            return self._results(args, first, plan)
+        # Every instance is busy: record one more for this call only, with copied outputs, and
+        # from now on copy what the caller sees (it keeps results of several calls).
+        self.alias = self.copy_visible
         plan, first = self._record(args, xs, alias=False)
         _STATS["plans"] += 1
-        return self._results(args, first)
+        return self._results(args, first, None)
+
+    def _drop(self, plan):
+        """Gives up an instance; its output buffers stop counting as plan buffers."""
+        self.instances.remove(plan)
+        for address in self.registered.pop(id(plan), ()):
+            _PLAN_BUFFERS.discard(address)
+        _STATS["plans_dropped"] += 1
 
     def _record(self, args, xs, alias=True):
         graph, pos, planned = self.graph, self.pos, self.planned
@@ -289,7 +346,7 @@ class _Signature:
                 out[i] = v
             return out
 
-        rec = _native.Recording(self.executor._e, [x._t for x in xs], direct)
+        rec = _native.Recording(self.executor._e, xs, direct)
         try:
             outs = run(*[hg.Tensor._wrap(t) for t in rec.inputs()])
             native, first = rec.finish([o._t for o in outs], self.alias if alias else None)
@@ -299,32 +356,129 @@ class _Signature:
         except BaseException:
             rec.abort()
             raise
-        return hg.Plan(native), [hg.Tensor._wrap(t) for t in first]
+        return hg.Plan(native), first
 
-    def _results(self, args, outs):
-        """The graph's outputs: plan results as torch tensors, inputs and views of them from
-        torch."""
-        env = {}
-        for n, a in zip(self.graph.placeholders, args):
-            env[n] = a
-        torch_outs = export_batch(outs, self.device, self.executor)
-        for node, i in self.planned.items():
-            t = torch_outs[i]
-            if self.alias[i]:
-                _PLAN_BUFFERS.add(t.data_ptr())
-            env[node] = t
+    def _results(self, args, outs, plan):
+        """The graph's outputs: plan results (native tensors) as torch tensors, inputs and views
+        of them from torch. ``plan``: the instance whose buffers aliased results are (None when
+        every result is a copy)."""
+        torch_outs = export_native(outs, self.device, self.executor)
+        if plan is not None and id(plan) not in self.registered:
+            addresses = [t.data_ptr() for t, aliased in zip(torch_outs, self.alias) if aliased]
+            self.registered[id(plan)] = addresses
+            _PLAN_BUFFERS.update(addresses)
+        if self.recipe is None:
+            results = self._generic_results(args, torch_outs)
+            self.recipe = self._recipe(args, results, torch_outs)
+            return results
         results = []
-        for o in self.graph.outs:
-            if o is None or not isinstance(o, torch.fx.Node):
-                results.append(o)
+        env = None
+        for how in self.recipe:
+            kind = how[0]
+            if kind == "plan":
+                results.append(torch_outs[how[1]])
+            elif kind == "strided":
+                base = torch_outs[how[1]]
+                if base.shape != how[5]:  # another shape than the geometry was learnt on
+                    if env is None:
+                        env = self._env(args, torch_outs)
+                    results.append(_torch_view(how[6], env))
+                    continue
+                results.append(base.as_strided(how[2], how[3], base.storage_offset() + how[4]))
+            elif kind == "arg":
+                results.append(args[how[1]])
+            elif kind == "input_view":
+                _, p, node, geometry = how
+                a = args[p]
+                g = geometry.get((a.shape, a.stride(), a.storage_offset(), a.dtype))
+                if g is not None:
+                    results.append(a.as_strided(g[0], g[1], g[2]))
+                    continue
+                if env is None:
+                    env = self._env(args, torch_outs)
+                r = _torch_view(node, env)
+                _learn_geometry(geometry, a, r)
+                results.append(r)
+            elif kind == "chain":
+                if env is None:
+                    env = self._env(args, torch_outs)
+                results.append(_torch_view(how[1], env))
             else:
-                results.append(_torch_view(o, env))
+                results.append(how[1])
         return results
+
+    def _generic_results(self, args, torch_outs):
+        """The outputs made by replaying each output's chain of view ops in torch."""
+        env = self._env(args, torch_outs)
+        return [o if o is None or not isinstance(o, torch.fx.Node) else _torch_view(o, env)
+                for o in self.graph.outs]
+
+    def _env(self, args, torch_outs) -> dict:
+        env = dict(zip(self.graph.placeholders, args))
+        for node, i in self.planned.items():
+            env[node] = torch_outs[i]
+        return env
+
+    def _recipe(self, args, results, torch_outs) -> list:
+        """How to make each output on later calls without replaying view ops one by one: a plan
+        result itself, a graph argument, a constant, or one ``as_strided`` view of a plan
+        result with the geometry the chain of view ops gave on this call (the plan's buffers
+        have the same shapes and layout at every call), or a view of a graph input: one
+        ``as_strided`` with the geometry learnt for the input's layout (the chain of view ops
+        for a layout not seen yet), or a chain of view ops replayed."""
+        recipe = []
+        handed_out = set()
+        for o, r in zip(self.graph.outs, results):
+            if o is None or not isinstance(o, torch.fx.Node):
+                recipe.append(("const", o))
+                continue
+            if o.op == "placeholder":
+                recipe.append(("arg", self.pos[o]))
+                continue
+            if _view_of_input(o):
+                p = self.pos[_view_base(o)]
+                geometry: dict = {}
+                if isinstance(args[p], torch.Tensor):
+                    _learn_geometry(geometry, args[p], r)
+                recipe.append(("input_view", p, o, geometry))
+                continue
+            i = self.planned[_view_base(o)]
+            base = torch_outs[i]
+            if r is base:
+                recipe.append(("plan", i))
+                handed_out.add(i)
+                continue
+            if not isinstance(r, torch.Tensor) or r.device != base.device \
+                    or r.untyped_storage().data_ptr() != base.untyped_storage().data_ptr():
+                recipe.append(("chain", o))  # a view op that copied (a reshape of a permutation)
+                continue
+            same = r.shape == base.shape and r.stride() == base.stride() \
+                and r.storage_offset() == base.storage_offset() and r.dtype == base.dtype
+            if same and i not in handed_out:
+                # A chain that ends where it began (a transpose of a transpose): the result itself.
+                recipe.append(("plan", i))
+                handed_out.add(i)
+            elif r.dtype == base.dtype:
+                recipe.append(("strided", i, tuple(r.shape), tuple(r.stride()),
+                               r.storage_offset() - base.storage_offset(), base.shape, o))
+            else:
+                recipe.append(("chain", o))
+        return recipe
+
+
+def _learn_geometry(geometry: dict, a, r) -> None:
+    """Keeps the geometry of view ``r`` of input ``a`` under ``a``'s layout (when ``r`` is a
+    view of ``a``'s memory: a chain with a copying reshape is replayed at every call)."""
+    if isinstance(r, torch.Tensor) and r.dtype == a.dtype and r.device == a.device \
+            and r.untyped_storage().data_ptr() == a.untyped_storage().data_ptr():
+        geometry[(a.shape, a.stride(), a.storage_offset(), a.dtype)] = (
+            tuple(r.shape), tuple(r.stride()), r.storage_offset())
 
 
 def _in_place(x) -> bool:
-    """Inputs read where they are: parameters, and plan outputs handed to torch as views."""
-    return isinstance(x, torch.nn.Parameter) or x.data_ptr() in _PLAN_BUFFERS
+    """Inputs read where they are: parameters and views of them (the backward graph reads the
+    transposed weights the forward graph saved), and plan outputs handed to torch as views."""
+    return parameter_memory(x) or x.data_ptr() in _PLAN_BUFFERS
 
 
 def _torch_view(n, env):
@@ -336,6 +490,14 @@ def _torch_view(n, env):
     return env[n]
 
 
+def _static_placeholder(p) -> bool:
+    """True when graph input ``p`` was traced as a tensor of fixed shape (or as no value)."""
+    val = p.meta.get("val")
+    if val is None:
+        return "val" in p.meta
+    return isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape)
+
+
 def _forward_returns(n_outs: int) -> int:
     """How many of the forward graph's outputs the caller sees (AOTAutograd's metadata)."""
     try:
@@ -345,40 +507,48 @@ def _forward_returns(n_outs: int) -> int:
         return n_outs
 
 
-def _compiler(kind):
+def _compiler(kind, made: list):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         graph = _Graph(gm, kind)
-
-        def run(args):
-            return graph(args)
-
-        # AOTAutograd calls boxed functions with the argument list itself.
-        run._boxed_call = True
-        return run
+        made.append((graph, direct.read_metadata()))
+        # AOTAutograd calls boxed functions (_Graph._boxed_call) with the argument list itself.
+        return graph
 
     return compile_graph
 
 
 def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
     """The ``torch.compile`` backend: AOTAutograd with Hologram plans for the forward, backward
-    and inference graphs."""
+    and inference graphs.
+
+    Graphs that AOTAutograd's runtime wrappers would only call (see :mod:`.direct`) go to
+    Dynamo without them: an inference graph as it is, a forward and backward pair as one
+    autograd Function. Dynamo guards on the grad mode, so each runs only as what it was
+    compiled as. ``compile_stats()`` counts them (``direct_inference``, ``direct_training``)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    # Attention traced in its math form (matrix products and a softmax): the fused kernels of
-    # each torch backend are single ATen ops with their own backward ops.
+    made: list = []
     # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's or
     # cuDNN's fused kernels, which Hologram cannot run).
     with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
-            torch.backends.cudnn.flags(enabled=False):
-        return aot_module_simplified(
+            torch.backends.cudnn.flags(enabled=False), direct.eager_backward_lowering():
+        compiled = aot_module_simplified(
             gm,
             example_inputs,
-            fw_compiler=_compiler("forward"),
-            bw_compiler=_compiler("backward"),
-            inference_compiler=_compiler("inference"),
+            fw_compiler=_compiler("forward", made),
+            bw_compiler=_compiler("backward", made),
+            inference_compiler=_compiler("inference", made),
             decompositions=_decompositions(),
         )
+    if not DIRECT:
+        return compiled
+    chosen = direct.choose(gm, example_inputs, made)
+    if chosen is None:
+        return compiled
+    kind, fn = chosen
+    _STATS[f"direct_{kind}"] += 1
+    return fn
 
 
 def register() -> None:

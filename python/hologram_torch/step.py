@@ -50,6 +50,8 @@ class _Optimizer:
                 raise TypeError("compile_step does not support amsgrad")
             if g.get("differentiable"):
                 raise TypeError("compile_step does not support differentiable optimizers")
+        # id(step tensor) -> (the tensor, its version, its value): see _step_count.
+        self._steps: dict = {}
 
     def group_of(self, p):
         for g in self.opt.param_groups:
@@ -57,15 +59,27 @@ class _Optimizer:
                 return g
         raise ValueError("a trained parameter is not in the optimizer")
 
+    def groups_of(self, params) -> list:
+        """The param group of each of ``params`` (one pass over the groups, not one per
+        parameter: the groups are read anew at every step, as the user may add one)."""
+        by_id = {id(q): g for g in self.opt.param_groups for q in g["params"]}
+        out = []
+        for p in params:
+            g = by_id.get(id(p))
+            if g is None:
+                raise ValueError("a trained parameter is not in the optimizer")
+            out.append(g)
+        return out
+
     def state_names(self, group) -> list:
         if self.kind == "sgd":
             return ["momentum_buffer"] if group["momentum"] else []
         return ["exp_avg", "exp_avg_sq"]
 
-    def init_state(self, p) -> list:
+    def init_state(self, p, group=None) -> list:
         """The state tensors of ``p`` (created as torch would, zeroed, on first use)."""
         st = self.opt.state[p]
-        names = self.state_names(self.group_of(p))
+        names = self.state_names(group if group is not None else self.group_of(p))
         for n in names:
             if n not in st:
                 st[n] = torch.zeros_like(p, memory_format=torch.preserve_format)
@@ -73,28 +87,44 @@ class _Optimizer:
             st["step"] = torch.tensor(0.0)
         return [st[n] for n in names]
 
-    def scalars(self, params) -> list:
+    def scalars(self, params, groups=None) -> list:
         """Per-parameter scalars of this step (learning rates, bias corrections, first-step
         flags), as floats; they are inputs of the plan, so they may change every step."""
+        groups = groups if groups is not None else self.groups_of(params)
         out = []
-        for p in params:
-            g, st = self.group_of(p), self.opt.state[p]
+        for p, g in zip(params, groups):
+            st = self.opt.state[p]
             if self.kind == "sgd":
                 first = 1.0 if not st.get("_hologram_started") else 0.0
                 out.append([g["lr"], first])
             else:
-                t = float(st["step"]) + 1.0
+                t = self._step_count(st["step"]) + 1.0
                 b1, b2 = g["betas"]
                 out.append([g["lr"], 1.0 - b1 ** t, math.sqrt(1.0 - b2 ** t)])
         return out
 
+    def _step_count(self, step: torch.Tensor) -> float:
+        """The value of a parameter's ``step`` tensor: remembered from the last time it was read
+        or advanced here while the tensor is the same object at the same version (reading it
+        is one host read per parameter and step); read again when anyone else changed it."""
+        seen = self._steps.get(id(step))
+        if seen is not None and seen[0] is step and seen[1] == step._version:
+            return seen[2]
+        value = float(step)
+        self._steps[id(step)] = (step, step._version, value)
+        return value
+
     def advance(self, params):
-        for p in params:
-            st = self.opt.state[p]
-            if self.kind == "sgd":
-                st["_hologram_started"] = True
-            else:
-                st["step"] += 1
+        if self.kind == "sgd":
+            for p in params:
+                self.opt.state[p]["_hologram_started"] = True
+            return
+        steps = [self.opt.state[p]["step"] for p in params]
+        values = [self._step_count(t) for t in steps]
+        # One call for every parameter's step tensor (not one in-place add per parameter).
+        torch._foreach_add_(steps, 1.0)
+        for t, v in zip(steps, values):
+            self._steps[id(t)] = (t, t._version, v + 1.0)
 
     def update(self, p, g, state, sc, group):
         """New (param, state) after one step, as torch ops."""
@@ -131,6 +161,8 @@ class TrainStep:
         self.model, self.loss_fn = model, loss_fn
         self.opt = _Optimizer(optimizer)
         self.plans: dict = {}
+        # (the scalars of the last step, their tensor): reused while they do not change.
+        self._scalars = None
 
     def _params(self):
         return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
@@ -138,11 +170,17 @@ class TrainStep:
     def __call__(self, *batch):
         named = self._params()
         params = [p for _, p in named]
-        state = [self.opt.init_state(p) for p in params]
-        scalars = self.opt.scalars(params)
+        groups = self.opt.groups_of(params)
+        state = [self.opt.init_state(p, g) for p, g in zip(params, groups)]
+        scalars = self.opt.scalars(params, groups)
         device = params[0].device
         ex = default_executor(device)
-        sc = torch.tensor([v for row in scalars for v in row], dtype=torch.float32, device=device)
+        flat_sc = tuple(v for row in scalars for v in row)
+        # SGD's scalars stay the same from the second step on: the same tensor, not a new one
+        # (on CUDA a copy from the host) at every step.
+        if self._scalars is None or self._scalars[0] != flat_sc or self._scalars[1].device != device:
+            self._scalars = (flat_sc, torch.tensor(flat_sc, dtype=torch.float32, device=device))
+        sc = self._scalars[1]
         flat_state = [s for ss in state for s in ss]
         buffers = [b for _, b in self.model.named_buffers()]
         # Parameters, optimizer state and buffers are read and written in place: a plan is for
@@ -170,7 +208,7 @@ class TrainStep:
         params = [p for _, p in named]
         bnames = [n for n, _ in self.model.named_buffers()]
         buffers = [b for _, b in self.model.named_buffers()]
-        groups = [self.opt.group_of(p) for p in params]
+        groups = self.opt.groups_of(params)
         widths = [len(r) for r in scalars]
         model, loss_fn, opt = self.model, self.loss_fn, self.opt
 

@@ -38,14 +38,21 @@ def located_error(text) -> str:
         hg.asm(text)
     msg = str(info.value)
     assert LOCATED.match(msg), msg
+    # The position is also on the exception, and it is the one the message starts with.
+    assert msg.startswith(f"{info.value.line}:{info.value.column}: "), msg
     return msg
 
 
 def test_a_50000_deep_call_chain_is_a_located_error():
-    msg = located_error(chain(50_000))
+    text = chain(50_000)
+    msg = located_error(text)
     assert "calls nest 50000 deep" in msg and "the limit is 64" in msg
+    # At the call that nests one too deep: `call F64;` inside F63.
+    line = text.splitlines().index("    call F64;") + 1
+    assert msg.startswith(f"{line}:5: "), msg
     # The interpreter is still here, and the limit itself is fine.
     assert hg.asm(chain(64)).name == "chain"
+    assert hg.Program(chain(64).encode()).name == "chain"
 
 
 def test_long_recursion_and_deep_chains_as_bytes():
@@ -56,8 +63,12 @@ def test_long_recursion_and_deep_chains_as_bytes():
 def test_text_that_is_not_utf8_gives_the_byte_offset():
     msg = located_error(b".kernel k\n    exit;\n\xff\xfe")
     assert msg.startswith("3:1: ") and "byte 20" in msg
-    with pytest.raises(hg.ValidationError, match="UTF-8"):
-        hg.asm(".kernel k\n// \ud800\n    exit;\n")
+    # Columns count characters: multi-byte ones before the bad byte count once.
+    msg = located_error(".kernel k\n    // caf\u00e9 \U0001F600 ".encode() + b"\xfe\n    exit;\n")
+    assert msg.startswith("2:15: ") and "byte 28 (0xfe)" in msg
+    # A str with a lone surrogate cannot be UTF-8: located at the surrogate.
+    msg = located_error(".kernel k\n// \u00e9\U0001F600 \ud800\n    exit;\n")
+    assert msg.startswith("2:7: ") and "U+D800" in msg and "index 16" in msg
     with pytest.raises(TypeError):
         hg.asm(42)
 

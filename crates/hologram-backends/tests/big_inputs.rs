@@ -81,7 +81,46 @@ fn every_pass(name: &str, text: &str) -> Option<AsmError> {
     })
     .unwrap_or_else(|e| panic!("{name}: {e:?}"));
     assert!(wgsl.wgsl.contains("@compute"));
+    // An element-wise map also has CUDA's vectorized form.
+    let cuda_map = hologram_backends::cuda::codegen::map::vectorizable(canonical.kernel())
+        .map(|_| {
+            let opts = hologram_backends::cuda::codegen::CodegenOptions {
+                vector_map: true,
+                ..Default::default()
+            };
+            pass(name, "cuda map", || {
+                hologram_backends::cuda::codegen::generate(canonical.kernel(), &opts)
+            })
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+        })
+        .unwrap_or_default();
+    // Whatever the program, the generated code nests shallowly: NVRTC and naga parse nested
+    // blocks and expressions recursively, so deep nesting would move the stack overflow there.
+    for (language, code) in [
+        ("CUDA C", &cuda),
+        ("vectorized CUDA C", &cuda_map),
+        ("WGSL", &wgsl.wgsl),
+    ] {
+        let depth = nesting(code);
+        assert!(depth <= 16, "{name}: the {language} nests {depth} deep");
+    }
     None
+}
+
+/// How deep braces and parentheses nest in generated code.
+fn nesting(code: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in code.chars() {
+        match c {
+            '{' | '(' | '[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' | ')' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Subroutines `depth` deep, `chains` times over: each adds one and calls the next.

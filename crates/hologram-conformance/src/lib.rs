@@ -103,11 +103,14 @@ impl Suite {
                 .and_then(|s| s.to_str())
                 .unwrap_or_default()
                 .to_string();
-            let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-            let kernel = hologram_isa::assemble(&text).map_err(|e| SuiteError::Assemble {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+            // Bytes, not a string: a file that is not UTF-8 is an assembly error located at
+            // its first bad byte.
+            let bytes = std::fs::read(&path).map_err(io(&path))?;
+            let kernel =
+                hologram_isa::assemble_bytes(&bytes).map_err(|e| SuiteError::Assemble {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
             let spec_path = path.with_extension("json");
             let spec_text = std::fs::read_to_string(&spec_path).map_err(io(&spec_path))?;
             let spec: Json = serde_json::from_str(&spec_text).map_err(|e| SuiteError::Spec {

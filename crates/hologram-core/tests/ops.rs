@@ -1063,6 +1063,61 @@ fn broadcast_and_strided_operands_run_as_native_loops_on_the_cpu() {
     }
 }
 
+/// Operands that walk one dimension and broadcast the rest index as `(i / p) % m` (no
+/// coordinates): a column times a row (both broadcast), a per-channel bias over [B, C, H, W],
+/// a bias over the rows of an offset view; every backend.
+#[test]
+fn broadcast_walks_of_one_dimension() {
+    for exec in common::executors() {
+        let mut rng = Rng(31);
+        let col = random_arr(&mut rng, &[5, 1], DType::F32, -3.0, 3.0);
+        let row = random_arr(&mut rng, &[7], DType::F32, -3.0, 3.0);
+        let x = random_arr(&mut rng, &[2, 3, 4, 5], DType::F32, -3.0, 3.0);
+        let bias = random_arr(&mut rng, &[3, 1, 1], DType::F32, -3.0, 3.0);
+        let wide = random_arr(&mut rng, &[4, 9], DType::F32, -3.0, 3.0);
+        let (tc, tr, tx, tbias, tw) = (
+            upload(&exec, &col, DType::F32),
+            upload(&exec, &row, DType::F32),
+            upload(&exec, &x, DType::F32),
+            upload(&exec, &bias, DType::F32),
+            upload(&exec, &wide, DType::F32),
+        );
+        let outer = tc.mul(&tr).unwrap().to_vec::<f32>().unwrap();
+        let biased = tx.add(&tbias).unwrap().to_vec::<f32>().unwrap();
+        // Columns 2..9 of `wide` (an offset view) as the bias of a [3, 4, 7] tensor.
+        let part = tw
+            .slice(1, 2, 9, 1)
+            .unwrap()
+            .slice(0, 1, 2, 1)
+            .unwrap()
+            .squeeze(0)
+            .unwrap();
+        let rows = tr
+            .reshape(&[1, 7])
+            .unwrap()
+            .add(&tc.reshape(&[5, 1]).unwrap())
+            .unwrap();
+        let shifted = rows.add(&part).unwrap().to_vec::<f32>().unwrap();
+        let what = exec.backend_type();
+        for i in 0..5 {
+            for j in 0..7 {
+                let (c, r) = (col.data[i] as f32, row.data[j] as f32);
+                assert_eq!(outer[i * 7 + j], c * r, "{what} outer [{i}, {j}]");
+                let w = wide.data[9 + 2 + j] as f32;
+                assert_eq!(shifted[i * 7 + j], (r + c) + w, "{what} shifted [{i}, {j}]");
+            }
+        }
+        for (i, &v) in biased.iter().enumerate() {
+            let ch = (i / 20) % 3;
+            assert_eq!(
+                v,
+                x.data[i] as f32 + bias.data[ch] as f32,
+                "{what} bias [{i}]"
+            );
+        }
+    }
+}
+
 /// Scalars of float and 32/64-bit integer ops are kernel parameters: another value runs the
 /// kernel already compiled (no compile, no new cache entry), and computes with the new value.
 #[test]

@@ -69,23 +69,26 @@ pub enum AsmError {
         message: String,
         /// The underlying error (boxed: it keeps `Result<_, AsmError>` small).
         error: Box<ValidationError>,
-        /// 1-based line and column of what is invalid, when the text has one (an error about
-        /// the kernel as a whole may not).
-        position: Option<(u32, u32)>,
+        /// 1-based line and column of what is invalid (an error about the kernel as a whole
+        /// points at its name after `.kernel`).
+        position: (u32, u32),
     },
 }
 
 impl AsmError {
-    /// 1-based line and column the error points at, if any.
+    /// 1-based line and column the error points at: every error from text has one (bytes that
+    /// are not UTF-8: the position of the first bad byte, whose offset the message gives).
     ///
     /// ```
     /// let e = hologram_isa::assemble(".kernel k\n    add.f32 %a, %b;\n").unwrap_err();
-    /// assert_eq!(e.position().map(|(line, _)| line), Some(2));
+    /// assert_eq!(e.position().0, 2);
+    /// let e = hologram_isa::assemble_bytes(b".kernel k\n    exit; \xff\n").unwrap_err();
+    /// assert_eq!(e.position(), (2, 11));
     /// ```
-    pub fn position(&self) -> Option<(usize, usize)> {
+    pub fn position(&self) -> (usize, usize) {
         match self {
-            AsmError::Parse(p) => Some((p.line, p.col)),
-            AsmError::Invalid { position, .. } => position.map(|(l, c)| (l as usize, c as usize)),
+            AsmError::Parse(p) => (p.line, p.col),
+            AsmError::Invalid { position, .. } => (position.0 as usize, position.1 as usize),
         }
     }
 }
@@ -101,10 +104,11 @@ pub fn assemble(text: &str) -> Result<Kernel, AsmError> {
     let (program, map) = parse_with_source_map(text)?;
     validate(&program).map_err(|error| AsmError::Invalid {
         message: error.render(&map),
-        position: error.location.position(&map).map(|(l, c)| {
+        position: {
+            let (l, c) = error.position(&map);
             let narrow = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
             (narrow(l), narrow(c))
-        }),
+        },
         error: Box::new(error),
     })
 }

@@ -158,10 +158,64 @@ fn memory_limits_point_at_the_declaration_that_goes_over() {
 }
 
 #[test]
+fn declaration_counts_are_bounded_at_the_declaration_that_goes_over() {
+    use hologram_isa::{MAX_ARRAYS, MAX_PARAMS, MAX_REGISTERS};
+    let n = 100_000;
+    // (declaration, after its number, limit, what the message names, column of the position)
+    let cases = [
+        (".param .u32 p", "", MAX_PARAMS, "parameters", 1),
+        (".reg .u32 %r", "", MAX_REGISTERS, "registers", 11),
+        (".shared .u8 s", "[1]", MAX_ARRAYS, ".shared arrays", 1),
+        (".scratch .u8 s", "[1]", MAX_ARRAYS, ".scratch arrays", 1),
+    ];
+    for (decl, suffix, limit, what, col) in cases {
+        let mut text = String::from(".kernel k\n");
+        for i in 0..n {
+            text.push_str(&format!("{decl}{i}{suffix}\n"));
+        }
+        text.push_str("    exit;\n");
+        let (message, kind) = invalid(&text);
+        assert!(matches!(kind, K::TooLarge { .. }), "{kind:?}");
+        // Line 1 is `.kernel`: declaration `limit + 1` is on line `limit + 2`.
+        let expect = format!("{}:{col}: more than {limit} {what}", limit + 2);
+        assert!(message.starts_with(&expect), "{message}");
+    }
+    // Registers an instruction creates count too, at the instruction.
+    let mut text = String::from(".kernel k\n");
+    for i in 0..=MAX_REGISTERS {
+        text.push_str(&format!("    mov.u32 %r{i}, {i};\n"));
+    }
+    let (message, _) = invalid(&text);
+    let expect = format!(
+        "{}:5: more than {MAX_REGISTERS} registers",
+        MAX_REGISTERS + 2
+    );
+    assert!(message.starts_with(&expect), "{message}");
+}
+
+#[test]
 fn kernel_errors_point_at_the_kernel_name() {
     let (_, map) =
         hologram_isa::parse_with_source_map("// a comment first\n.kernel k\n    exit;\n").unwrap();
     assert_eq!(hologram_isa::Location::Kernel.position(&map), Some((2, 9)));
+}
+
+#[test]
+fn an_error_outside_the_source_map_points_at_the_kernel() {
+    // A program built in Rust and rendered against another text's map: the location is not in
+    // the map, and the message still starts with a position (the `.kernel` name).
+    let map = hologram_isa::SourceMap {
+        kernel: Some((2, 9)),
+        ..Default::default()
+    };
+    let error = hologram_isa::ValidationError {
+        location: hologram_isa::Location::Stmt(5),
+        kind: K::Invalid("x".into()),
+    };
+    assert_eq!(error.position(&map), (2, 9));
+    assert_eq!(error.render(&map), "2:9: x");
+    let bare = hologram_isa::SourceMap::default();
+    assert_eq!(error.render(&bare), "1:1: x");
 }
 
 #[test]
@@ -172,6 +226,7 @@ fn text_that_is_not_utf8_is_located_by_byte() {
         panic!("{err}")
     };
     assert_eq!((e.line, e.col), (3, 18));
+    assert_eq!(err.position(), (3, 18));
     assert!(e.message.contains("byte 49 (0xe9)"), "{err}");
     // Multi-byte characters before the bad byte count as one column each.
     let mut bytes = ".kernel k\n// é ü\n\u{1F600}".as_bytes().to_vec();

@@ -188,7 +188,12 @@ proptest! {
 
     #[test]
     fn random_text_never_panics(text in "[ -~\n\t]{0,200}") {
-        let _ = assemble(&text);
+        if let Err(e) = assemble(&text) {
+            // Every rejection says where.
+            let (line, col) = e.position();
+            let prefix = format!("{line}:{col}: ");
+            prop_assert!(e.to_string().starts_with(&prefix), "{}", e);
+        }
     }
 
     #[test]

@@ -51,14 +51,14 @@ create_exception!(
 
 /// Converts a core error into the matching Python exception.
 ///
-/// A `ValidationError` from `.hasm` text carries `line` and `column` (1-based, or `None` when
-/// the error is about the kernel as a whole).
+/// A `ValidationError` from `.hasm` text carries `line` and `column` (1-based; an error about
+/// the kernel as a whole points at its name).
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     if let Error::Asm(a) = &e {
         // The assembler's own message, which starts with `line:col:` as Python callers expect.
         let err = ValidationError::new_err(a.to_string());
-        let (line, column) = a.position().unzip();
+        let (line, column) = a.position();
         Python::attach(|py| {
             let v = err.value(py);
             // Setting an attribute on a fresh exception instance cannot fail in practice; if it

@@ -109,6 +109,25 @@ impl PyPlan {
         Ok(wrap_all(nogil(py, || self.plan.run_with(&inputs, &alias))?))
     }
 
+    /// `run(inputs, alias)` when `accepts(inputs)` and `outputs_free()`, else `None`: the three
+    /// in one native call (the per-call path of compiled graphs).
+    #[pyo3(signature = (inputs, alias = None))]
+    fn try_run(
+        &self,
+        py: Python<'_>,
+        inputs: Vec<PyRef<'_, PyTensor>>,
+        alias: Option<Vec<bool>>,
+    ) -> PyRes<Option<Vec<PyTensor>>> {
+        let inputs = tensors(&inputs);
+        if !self.plan.accepts(&inputs) || !self.plan.outputs_free() {
+            return Ok(None);
+        }
+        let alias = alias.unwrap_or_default();
+        Ok(Some(wrap_all(nogil(py, || {
+            self.plan.run_with(&inputs, &alias)
+        })?)))
+    }
+
     /// True when `inputs` can be replayed (shapes, dtypes, and in-place inputs where recorded).
     fn accepts(&self, inputs: Vec<PyRef<'_, PyTensor>>) -> bool {
         self.plan.accepts(&tensors(&inputs))

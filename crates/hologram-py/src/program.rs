@@ -30,12 +30,10 @@ impl PyProgram {
         let bytes: Vec<u8> = if let Ok(b) = text.cast::<PyBytes>() {
             b.as_bytes().to_vec()
         } else if let Ok(s) = text.cast::<PyString>() {
-            let s = s.to_cow().map_err(|e| {
-                ValidationError::new_err(format!(
-                    "the program text cannot be encoded as UTF-8 (a lone surrogate?): {e}"
-                ))
-            })?;
-            s.as_bytes().to_vec()
+            match s.to_cow() {
+                Ok(s) => s.as_bytes().to_vec(),
+                Err(e) => return Err(lone_surrogate(s, e)),
+            }
         } else {
             return Err(PyTypeError::new_err(format!(
                 "a program is .hasm text (str or bytes), not {}",
@@ -94,6 +92,37 @@ impl PyProgram {
             self.kernel.name,
             self.kernel.insts.len()
         )
+    }
+}
+
+/// The error for a `str` that UTF-8 cannot encode (it holds a lone surrogate), at the first one.
+fn lone_surrogate(text: &Bound<'_, PyString>, encode_error: PyErr) -> PyErr {
+    // "surrogatepass" writes each surrogate as the three bytes UTF-8 forbids, so the first
+    // invalid sequence is the first surrogate, and the decoder gives its line and column.
+    let passed = text
+        .call_method1("encode", ("utf-8", "surrogatepass"))
+        .ok()
+        .and_then(|b| b.cast::<PyBytes>().ok().map(|b| b.as_bytes().to_vec()));
+    let located = passed.and_then(|bytes| {
+        let at = std::str::from_utf8(&bytes).err()?.valid_up_to();
+        let position = hologram_isa::text::decode(&bytes).err()?;
+        let unit = match bytes.get(at..at + 3)? {
+            [a, b, c] => (u32::from(a & 0x0f) << 12) | (u32::from(b & 0x3f) << 6) | u32::from(c & 0x3f),
+            _ => return None,
+        };
+        Some(hologram_isa::ParseError {
+            message: format!(
+                "the text holds a lone surrogate (U+{unit:04X} at index {} of the string), which is not a character and has no UTF-8 encoding; remove it",
+                bytes[..at].iter().filter(|&&b| b & 0xc0 != 0x80).count()
+            ),
+            ..position
+        })
+    });
+    match located {
+        Some(e) => crate::errors::to_py(hologram_isa::AsmError::Parse(e).into()),
+        None => ValidationError::new_err(format!(
+            "the program text cannot be encoded as UTF-8 (a lone surrogate?): {encode_error}"
+        )),
     }
 }
 

@@ -19,6 +19,7 @@ mod native;
 mod native_divide;
 mod native_reduce;
 mod native_rows;
+mod native_walk;
 mod private;
 mod trust;
 

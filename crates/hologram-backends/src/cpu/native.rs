@@ -3,13 +3,13 @@
 //! copies at all (loads read the input buffers in place; the last op writes the output in place).
 
 use hologram_compiler::patterns::MapPattern;
-use hologram_isa::semantics::Value;
-use hologram_isa::{BinaryOp, Op, Operand, Special, Type};
+use hologram_isa::{BinaryOp, Op, Special, Type};
 use rayon::prelude::*;
 
-use super::compile::{ConstSource, CpuKernel, Slot, XOp};
+use super::compile::{CpuKernel, Slot, XOp};
 use super::memops::ArrayView;
 use super::native_divide::InvariantDivisor;
+use super::native_walk::{self, WalkLoad};
 
 /// Elements per chunk: registers of a chunk stay in L1/L2.
 const CHUNK: usize = 4096;
@@ -42,6 +42,11 @@ pub(crate) struct NativeMap {
     /// Per body instruction: a `div.u32`/`rem.u32` by a launch constant (the index of that
     /// constant in `CpuKernel::consts`, and whether it is `rem`), run without hardware divides.
     invariant_divisions: Vec<Option<(usize, bool)>>,
+    /// Per body instruction: a gathered load that walks one dimension of a broadcast operand
+    /// (see `native_walk`), run as contiguous runs and splats.
+    walks: Vec<Option<WalkLoad>>,
+    /// Per body instruction: it only computes the index of a walk load, which needs none.
+    skip: Vec<bool>,
 }
 
 impl NativeMap {
@@ -159,7 +164,22 @@ impl NativeMap {
             .iter()
             .map(|inst| invariant_division(k, &inst.op))
             .collect();
+        let def_of: Vec<Option<usize>> = (0..k.num_slots)
+            .map(|r| (defs[r] == 1).then_some(def_at[r]))
+            .collect();
+        let mut walks = vec![None; body.len()];
+        let mut skip = vec![false; body.len()];
+        for (i, slot) in walks.iter_mut().enumerate() {
+            if let Some((walk, feeding)) = native_walk::recognize(k, body, i, &def_of, &uses) {
+                *slot = Some(walk);
+                for j in feeding {
+                    skip[j] = true;
+                }
+            }
+        }
         NativeMap {
+            walks,
+            skip,
             pattern,
             invariant_divisions,
             stores,
@@ -404,6 +424,28 @@ impl NativeMap {
                     };
                     fill_splat(region, const_bits[ci as usize], ty.size_bytes());
                 }
+                if self.skip[i] {
+                    continue;
+                }
+                if let (Some(walk), XOp::Load { d, array, .. }) = (&self.walks[i], &x.op) {
+                    // SAFETY: the destination slot holds `width >= len` elements of the load's
+                    // type; the view is a live buffer of elements of that size, which no chunk
+                    // writes (`can_run`: gathered inputs overlap no output).
+                    let ok = unsafe {
+                        walk.fill(
+                            const_bits,
+                            start,
+                            len,
+                            ptrs[*d as usize],
+                            &globals[*array as usize],
+                        )
+                    };
+                    if !ok {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                    continue;
+                }
                 if let (Some(Some(div)), XOp::Compute { d, a, .. }) = (divisions.get(i), &x.op) {
                     // SAFETY: both slots hold `len` u32 values (the instruction is `.u32`).
                     unsafe { div.apply_raw(len, ptrs[*d as usize], ptrs[*a as usize]) };
@@ -517,15 +559,7 @@ fn invariant_division(k: &CpuKernel, op: &Op<u32>) -> Option<(usize, bool)> {
     else {
         return None;
     };
-    let source = match b {
-        Operand::Param(p) => ConstSource::Param(*p),
-        Operand::Imm(imm) => ConstSource::Value(Value::from_imm(*imm, Type::U32)),
-        _ => return None,
-    };
-    let c = k
-        .consts
-        .iter()
-        .position(|&(_, ty, src)| ty == Type::U32 && src == source)?;
+    let c = native_walk::launch_constant(k, b)?;
     Some((c, *bop == BinaryOp::Rem))
 }
 

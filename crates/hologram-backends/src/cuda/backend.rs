@@ -22,6 +22,7 @@ use super::memory::{CudaMemory, Staging, STAGING_THRESHOLD};
 use super::module::Module;
 use super::nvrtc::{self, Output};
 use super::stats::{self, count, CudaStats, Event};
+use super::stream_order::StreamOrder;
 use crate::backend::{
     Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, KernelArg,
     LaunchConfig, Memory, MemoryOwner,
@@ -70,6 +71,8 @@ pub struct CudaBackend {
     blas: Mutex<Option<std::result::Result<Blas, String>>>,
     dnn: Mutex<Option<std::result::Result<Dnn, String>>>,
     nvrtc_version: (i32, i32),
+    /// The event that orders our stream and other libraries' (DLPack exchanges).
+    order: StreamOrder,
     // Last: everything above needs the context and the stream while it is dropped.
     dev: Device,
 }
@@ -104,6 +107,7 @@ impl CudaBackend {
     fn open(dev: Device) -> Result<CudaBackend> {
         let nvrtc_version = nvrtc::version()?;
         let record = ErrorRecord::new(&dev)?;
+        let order = StreamOrder::new(&dev);
         Ok(CudaBackend {
             modules: ModuleCache::new(),
             kernels: Mutex::new(Vec::new()),
@@ -114,6 +118,7 @@ impl CudaBackend {
             blas: Mutex::new(None),
             dnn: Mutex::new(None),
             nvrtc_version,
+            order,
             dev,
         })
     }
@@ -135,28 +140,7 @@ impl CudaBackend {
         if consumer == producer {
             return Ok(());
         }
-        self.dev.bind()?;
-        let event = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-            .map_err(device_error("cuEventCreate"))?;
-        // SAFETY: the event was just created and the streams are live (the other library's by
-        // the DLPack contract); the wait is queued before the event is destroyed, which the
-        // driver allows (resources are released once the wait is done).
-        let result = unsafe {
-            drv::event::record(event, producer)
-                .and_then(|()| {
-                    drv::stream::wait_event(
-                        consumer,
-                        event,
-                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                    )
-                })
-                .map_err(device_error(
-                    "ordering one CUDA stream after another (DLPack exchange)",
-                ))
-        };
-        // SAFETY: destroyed once; see above.
-        let _ = unsafe { drv::event::destroy(event) };
-        result
+        self.order.order(&self.dev, producer, consumer)
     }
 
     /// True when GEMM runs on cuBLAS (else on the generic kernel).

@@ -47,6 +47,8 @@ mod nccl_api;
 pub mod nvrtc;
 #[cfg(feature = "cuda")]
 pub mod peer;
+#[cfg(feature = "cuda")]
+mod stream_order;
 
 #[cfg(feature = "cuda")]
 pub use cache::cache_dir;

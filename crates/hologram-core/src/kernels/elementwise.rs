@@ -23,12 +23,19 @@ pub(crate) enum Access {
     Scalar,
     /// Element at coordinates `c` is at `offset + Σ c[d]·stride[d]`.
     Strided,
+    /// One dimension walks the operand with stride 1, every other is broadcast (a bias over
+    /// rows, a per-row or per-channel value): element `i` is at `offset + (i / p) % m`, without
+    /// the division when `p` is 1 (`div` false) and without the remainder when the walked
+    /// dimension is the outermost (`rem` false). No coordinates are computed.
+    Broadcast { div: bool, rem: bool },
 }
 
 impl Access {
     pub fn of(layout: &Layout) -> Access {
         if layout.strides.iter().all(|&s| s == 0) {
             Access::Scalar
+        } else if let Some((p, _, rem)) = broadcast_walk(layout) {
+            Access::Broadcast { div: p > 1, rem }
         } else if layout.strides != contiguous_strides(&layout.shape) {
             Access::Strided
         } else if layout.offset == 0 {
@@ -37,6 +44,28 @@ impl Access {
             Access::Contiguous
         }
     }
+}
+
+/// For a layout that walks one dimension with stride 1 and broadcasts every other (size-1
+/// dimensions aside): `(p, m, rem)`, element `i` being at `offset + (i / p) % m` (`rem` false
+/// when no dimension outside the walked one has more than one element, so no remainder is
+/// needed). None for any other layout, and for one that is plainly contiguous.
+pub(crate) fn broadcast_walk(layout: &Layout) -> Option<(usize, usize, bool)> {
+    let walked: Vec<usize> = (0..layout.shape.len())
+        .filter(|&d| layout.shape[d] > 1 && layout.strides[d] != 0)
+        .collect();
+    let &[k] = walked.as_slice() else {
+        return None;
+    };
+    if layout.strides[k] != 1 {
+        return None;
+    }
+    let p: usize = layout.shape[k + 1..].iter().product();
+    let rem = layout.shape[..k].iter().any(|&d| d > 1);
+    if p == 1 && !rem {
+        return None;
+    }
+    Some((p, layout.shape[k], rem))
 }
 
 /// Everything that determines the kernel text (shapes, strides and offsets are parameters, so
@@ -96,6 +125,28 @@ impl Gen<'_> {
             }
             Access::Scalar => {
                 self.b.mov(Type::U32, &idx, off.as_str());
+            }
+            Access::Broadcast { div, rem } => {
+                // Each step in a register of its own (written once: the CPU backend recognizes
+                // the chain and loads whole runs, see its `native_walk`).
+                let (p, m) = (format!("p{name}"), format!("m{name}"));
+                let (q, r) = (self.tmp(), self.tmp());
+                let walked = match (div, rem) {
+                    (true, true) => {
+                        self.b.div(Type::U32, &q, GID, p.as_str());
+                        self.b.rem(Type::U32, &r, q.as_str(), m.as_str());
+                        r
+                    }
+                    (true, false) => {
+                        self.b.div(Type::U32, &q, GID, p.as_str());
+                        q
+                    }
+                    (false, _) => {
+                        self.b.rem(Type::U32, &r, GID, m.as_str());
+                        r
+                    }
+                };
+                self.b.add(Type::U32, &idx, walked.as_str(), off.as_str());
             }
             Access::Strided => {
                 self.b.mov(Type::U32, &idx, off.as_str());
@@ -432,6 +483,14 @@ pub(crate) fn program(spec: &Spec<'_>) -> Program {
         if *access == Access::Strided {
             for d in 0..spec.rank {
                 b.scalar(&format!("s{k}_{d}"), Type::U32);
+            }
+        }
+        if let Access::Broadcast { div, rem } = *access {
+            if div {
+                b.scalar(&format!("p{k}"), Type::U32);
+            }
+            if rem {
+                b.scalar(&format!("m{k}"), Type::U32);
             }
         }
     }

@@ -86,6 +86,7 @@ fn access_code(a: Access) -> u64 {
         Access::Contiguous => 1,
         Access::Scalar => 2,
         Access::Strided => 3,
+        Access::Broadcast { div, rem } => 4 + div as u64 + 2 * rem as u64,
     }
 }
 

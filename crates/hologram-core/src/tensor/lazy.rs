@@ -13,7 +13,7 @@ use super::{Source, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::kernels::elementwise::{self, Access, Spec};
+use crate::kernels::elementwise::{self, broadcast_walk, Access, Spec};
 use crate::kernels::launch_cache;
 use crate::storage::Storage;
 
@@ -308,6 +308,7 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
         .collect();
     let out_access = match out_layout.as_ref().map_or(Access::Dense, Access::of) {
         Access::Scalar if n > 1 => Access::Strided,
+        Access::Broadcast { .. } => Access::Strided,
         a => a,
     };
     let spec = Spec {
@@ -348,6 +349,15 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
             args.push(u(layout.offset));
             if *access == Access::Strided {
                 args.extend(layout.strides.iter().map(|&s| u(s)));
+            }
+            if let Access::Broadcast { div, rem } = *access {
+                let (p, m, _) = broadcast_walk(layout).unwrap_or((1, 1, false));
+                if div {
+                    args.push(u(p));
+                }
+                if rem {
+                    args.push(u(m));
+                }
             }
         }
     }

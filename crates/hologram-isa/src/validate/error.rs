@@ -159,10 +159,16 @@ impl ValidationError {
                 msg.push_str(&format!(" (the divergent branch is at {l}:{c})"));
             }
         }
-        let msg = crate::text::shorten(msg);
-        match self.location.position(map) {
-            Some((l, c)) => format!("{l}:{c}: {msg}"),
-            None => format!("{}: {msg}", self.location),
-        }
+        let (l, c) = self.position(map);
+        format!("{l}:{c}: {}", crate::text::shorten(msg))
+    }
+
+    /// Line and column of the error in the text `map` describes. A location the map does not
+    /// hold (a program built in Rust, not parsed from this text) falls back to the `.kernel`
+    /// line, so an error from text always says where.
+    pub fn position(&self, map: &SourceMap) -> (usize, usize) {
+        self.location
+            .position(map)
+            .unwrap_or_else(|| map.kernel.unwrap_or((1, 1)))
     }
 }

@@ -253,6 +253,15 @@ impl<'p> Resolver<'p> {
         };
         for (i, d) in program.regs.iter().enumerate() {
             let loc = Location::Reg(i);
+            if i >= MAX_REGISTERS {
+                return Err(ValidationError::new(
+                    loc,
+                    K::TooLarge {
+                        what: "registers",
+                        limit: MAX_REGISTERS,
+                    },
+                ));
+            }
             check_reg_name(&d.name, loc)?;
             if r.reg_index.contains_key(d.name.as_str()) {
                 return Err(ValidationError::new(
@@ -313,7 +322,10 @@ impl<'p> Resolver<'p> {
                             if self.regs.len() >= MAX_REGISTERS {
                                 return Err(ValidationError::new(
                                     loc,
-                                    K::Invalid(format!("more than {MAX_REGISTERS} registers")),
+                                    K::TooLarge {
+                                        what: "registers",
+                                        limit: MAX_REGISTERS,
+                                    },
                                 ));
                             }
                             self.add_reg(dst, ty, false, Some(s));

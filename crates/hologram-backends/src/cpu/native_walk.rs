@@ -1,0 +1,289 @@
+//! Gathered loads of a native map whose index walks one dimension of a broadcast operand:
+//! `index = (gid / p) % m + o` with `p`, `m` and `o` the same for every element of a launch (a
+//! bias over rows, a per-row or per-channel value). Such a load is run as whole runs, contiguous
+//! copies when `p` is 1 and splats of one element otherwise, with one bounds check per chunk,
+//! instead of computing and checking an index per element; the instructions that computed the
+//! index are skipped when nothing else reads them.
+
+use hologram_isa::semantics::Value;
+use hologram_isa::{BinaryOp, Inst, Op, Operand, Special, Type};
+
+use super::compile::{ConstSource, CpuKernel};
+use super::memops::ArrayView;
+
+/// A recognized walk: indexes into `CpuKernel::consts` of the divisor, modulus and offset (each
+/// absent when the index does without it), and the element size in bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WalkLoad {
+    div: Option<usize>,
+    rem: Option<usize>,
+    offset: Option<usize>,
+    size: usize,
+}
+
+/// The index in `k.consts` of a `u32` operand that is the same for every element (a scalar
+/// parameter or a literal).
+pub(crate) fn launch_constant(k: &CpuKernel, o: &Operand<u32>) -> Option<usize> {
+    let source = match o {
+        Operand::Param(p) => ConstSource::Param(*p),
+        Operand::Imm(imm) => ConstSource::Value(Value::from_imm(*imm, Type::U32)),
+        _ => return None,
+    };
+    k.consts
+        .iter()
+        .position(|&(_, ty, src)| ty == Type::U32 && src == source)
+}
+
+/// Recognizes body instruction `i` as a walk load. `def_of[r]` is the body index of the one
+/// instruction that writes register `r` (None when written more or less than once), `uses[r]`
+/// how many operands read it. Returns the walk and the instructions that only compute its index
+/// (which need not run).
+pub(crate) fn recognize(
+    k: &CpuKernel,
+    body: &[Inst<u32>],
+    i: usize,
+    def_of: &[Option<usize>],
+    uses: &[u32],
+) -> Option<(WalkLoad, Vec<usize>)> {
+    let Op::Ld { ty, mem, .. } = &body[i].op else {
+        return None;
+    };
+    let &Operand::Reg(mut r) = &mem.index else {
+        return None;
+    };
+    let mut feeding = Vec::new();
+    // Defining instruction of a register, unguarded and u32.
+    let binary = |r: u32| -> Option<(usize, BinaryOp, Operand<u32>, Operand<u32>)> {
+        let j = def_of.get(r as usize).copied().flatten()?;
+        if j >= i || body[j].guard.is_some() {
+            return None;
+        }
+        match &body[j].op {
+            Op::Binary {
+                op,
+                ty: Type::U32,
+                a,
+                b,
+                ..
+            } => Some((j, *op, a.clone(), b.clone())),
+            _ => None,
+        }
+    };
+    let is_gid = |o: &Operand<u32>| matches!(o, Operand::Special(Special::GidLinear));
+    let mut walk = WalkLoad {
+        div: None,
+        rem: None,
+        offset: None,
+        size: ty.size_bytes(),
+    };
+    // `add r, t, o` (either order).
+    if let Some((j, BinaryOp::Add, a, b)) = binary(r) {
+        let (t, o) = match (&a, &b) {
+            (Operand::Reg(t), o) | (o, Operand::Reg(t)) => (*t, o),
+            _ => return None,
+        };
+        walk.offset = Some(launch_constant(k, o)?);
+        feeding.push((j, r));
+        r = t;
+    }
+    // `rem t, x, m`, then x is %gid or `div x, %gid, p`; or `div t, %gid, p`.
+    let (j, op, a, b) = binary(r)?;
+    feeding.push((j, r));
+    match op {
+        BinaryOp::Rem => {
+            walk.rem = Some(launch_constant(k, &b)?);
+            if !is_gid(&a) {
+                let &Operand::Reg(x) = &a else {
+                    return None;
+                };
+                let (j2, op2, a2, b2) = binary(x)?;
+                if op2 != BinaryOp::Div || !is_gid(&a2) {
+                    return None;
+                }
+                walk.div = Some(launch_constant(k, &b2)?);
+                feeding.push((j2, x));
+            }
+        }
+        BinaryOp::Div if is_gid(&a) => walk.div = Some(launch_constant(k, &b)?),
+        _ => return None,
+    }
+    // Skip the index computation only where nothing else reads its registers.
+    let skip = if feeding.iter().all(|&(_, reg)| uses[reg as usize] == 1) {
+        feeding.iter().map(|&(j, _)| j).collect()
+    } else {
+        Vec::new()
+    };
+    Some((walk, skip))
+}
+
+impl WalkLoad {
+    /// Writes the loaded elements of gids `start..start + len` to `dst`; false when the launch
+    /// must go to the interpreter instead (an index out of bounds, a zero divisor, an index past
+    /// `u32`, a buffer other threads may write).
+    ///
+    /// # Safety
+    ///
+    /// `dst` holds `len` elements of the load's size; `view` is a live buffer of elements of
+    /// that size, `view.len` of them from `view.base`.
+    pub(crate) unsafe fn fill(
+        &self,
+        consts: &[u64],
+        start: usize,
+        len: usize,
+        dst: *mut u8,
+        view: &ArrayView,
+    ) -> bool {
+        let value = |c: Option<usize>, default: u64| c.map_or(default, |c| consts[c] & 0xffff_ffff);
+        let (p, m, o) = (
+            value(self.div, 1),
+            value(self.rem, u64::MAX),
+            value(self.offset, 0),
+        );
+        if len == 0 {
+            return true;
+        }
+        if p == 0 || m == 0 || view.racy || view.per_lane {
+            return false;
+        }
+        let (first, last) = (start as u64, (start + len - 1) as u64);
+        if last > u32::MAX as u64 {
+            return false;
+        }
+        // The largest index of the chunk: every value of (g / p) % m the chunk reaches.
+        let (q0, q1) = (first / p, last / p);
+        let top = if q1 - q0 >= m || q0 % m > q1 % m {
+            m - 1
+        } else {
+            q1 % m
+        };
+        if top + o > u32::MAX as u64 || top + o >= view.len {
+            return false;
+        }
+        let size = self.size;
+        let (mut g, end, mut out) = (first, last + 1, dst);
+        while g < end {
+            let cur = (g / p) % m + o;
+            // SAFETY: `cur <= top + o < view.len` (checked above).
+            let src = unsafe { view.base.add(cur as usize * size) };
+            let run = if p == 1 {
+                // Contiguous until the walk wraps.
+                let run = (end - g).min(m - (g % m)) as usize;
+                // SAFETY: indexes cur..cur + run are within the checked range; `out` has room
+                // for the rest of the chunk.
+                unsafe { std::ptr::copy_nonoverlapping(src, out, run * size) };
+                run
+            } else {
+                let run = (end - g).min(p - g % p) as usize;
+                // SAFETY: `src` is one element; `out` has room for `run` more.
+                unsafe { splat(src, out, run, size) };
+                run
+            };
+            g += run as u64;
+            // SAFETY: stays within the `len` elements of `dst`.
+            out = unsafe { out.add(run * size) };
+        }
+        true
+    }
+}
+
+/// Copies the element at `src` to `n` consecutive elements at `dst`.
+///
+/// # Safety
+///
+/// `src` is readable for `size` bytes; `dst` is writable for `n * size` bytes and aligned to
+/// `size` (a register slot).
+unsafe fn splat(src: *const u8, dst: *mut u8, n: usize, size: usize) {
+    // SAFETY: per the contract; unaligned reads because buffer views need not be aligned.
+    unsafe {
+        match size {
+            1 => std::ptr::write_bytes(dst, *src, n),
+            2 => std::slice::from_raw_parts_mut(dst as *mut u16, n)
+                .fill((src as *const u16).read_unaligned()),
+            4 => std::slice::from_raw_parts_mut(dst as *mut u32, n)
+                .fill((src as *const u32).read_unaligned()),
+            _ => std::slice::from_raw_parts_mut(dst as *mut u64, n)
+                .fill((src as *const u64).read_unaligned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hologram_compiler::Canonical;
+    use hologram_isa::semantics::Value;
+
+    use crate::backend::{Backend, BufferArg, KernelArg, LaunchConfig, Memory};
+    use crate::cpu::CpuBackend;
+    use crate::error::BackendError;
+
+    /// `y[i] = b[(i / p) % m + o]`: every form of the walk (by the parameters' values).
+    const WALK: &str = ".kernel walk
+.param .buf.u32 b
+.param .buf.u32 y .rw
+.param .u32 n
+.param .u32 p
+.param .u32 m
+.param .u32 o
+    setp.ge.u32 %done, %gid, n;
+@%done exit;
+    div.u32 %q, %gid, p;
+    rem.u32 %r, %q, m;
+    add.u32 %i, %r, o;
+    ld.u32 %v, b[%i];
+    st.u32 y[%gid], %v;
+";
+
+    fn run(p: u32, m: u32, o: u32, b_len: usize, n: usize) -> Result<Vec<u32>, BackendError> {
+        let be = CpuBackend::new();
+        let k = be.compile(&Canonical::assemble(WALK).expect("assembles"))?;
+        let b_words: Vec<u32> = (0..b_len as u32).map(|i| 1000 + i).collect();
+        let b: Memory = be.allocate(b_len * 4)?;
+        be.copy_in(&b, 0, bytemuck::cast_slice(&b_words))?;
+        let y: Memory = be.allocate(n * 4)?;
+        let u = |v: u32| KernelArg::Scalar(Value::U32(v));
+        let args = [
+            KernelArg::Buffer(BufferArg::whole(b)),
+            KernelArg::Buffer(BufferArg::whole(y.clone())),
+            u(n as u32),
+            u(p),
+            u(m),
+            u(o),
+        ];
+        be.launch(&k, &LaunchConfig::linear(n.div_ceil(64) as u32, 64), &args)?;
+        let mut out = vec![0u32; n];
+        be.copy_out(&y, 0, bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out)
+    }
+
+    #[test]
+    fn walks_load_what_the_index_says() {
+        // Runs that cross chunks (4096 elements), wrap, splat, and start at an offset.
+        for (p, m, o, b_len, n) in [
+            (1, 1000, 0, 1000, 10_000),
+            (1, 7, 3, 10, 9000),
+            (300, 5, 2, 7, 10_000),
+            (4096, 3, 0, 3, 20_000),
+            (1, 1, 0, 1, 5000),
+            (5, u32::MAX, 0, 2000, 10_000),
+        ] {
+            let got = run(p, m, o, b_len, n).expect("in bounds");
+            for (g, &v) in got.iter().enumerate() {
+                let want = 1000 + ((g as u32 / p) % m + o);
+                assert_eq!(v, want, "p={p} m={m} o={o} element {g}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_walk_past_its_buffer_is_reported_by_the_interpreter() {
+        // m + o reaches one past the end of b.
+        let err = run(1, 8, 3, 10, 5000).expect_err("out of bounds");
+        assert!(err.to_string().contains("out-of-bounds"), "{err}");
+        // A zero divisor (x / 0 = x in the ISA) goes to the interpreter too, which is right.
+        let got = run(0, 3, 0, 3, 100).expect("in bounds");
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(g, &v)| v == 1000 + g as u32 % 3));
+    }
+}
