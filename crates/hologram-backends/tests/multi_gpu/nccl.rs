@@ -247,10 +247,20 @@ fn check_all_collectives(
             "all-reduce sum, rank {r}"
         );
     }
-    issue(&|r| comms[r].all_reduce(&outs[r], &outs[r], len, Type::F32, ReduceOp::Mean));
+    // In place, over each rank's own values (a mean of the sums, equal on every rank, would
+    // be the sum again).
+    let own: Vec<BufferArg> = (0..n)
+        .map(|r| {
+            upload(
+                gpus[r].as_ref(),
+                &(0..len).map(|i| value(r, i)).collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    issue(&|r| comms[r].all_reduce(&own[r], &own[r], len, Type::F32, ReduceOp::Mean));
     let mean: Vec<f32> = sum.iter().map(|s| s / n as f32).collect();
     for r in 0..n {
-        let got = download(gpus[r].as_ref(), &outs[r]);
+        let got = download(gpus[r].as_ref(), &own[r]);
         for (i, (g, m)) in got.iter().zip(&mean).enumerate() {
             assert!(
                 (g - m).abs() <= 1e-6 * m.abs(),
