@@ -240,6 +240,82 @@ fn gemm_matches_the_reference_on_awkward_descriptors() {
 }
 
 #[test]
+fn gemm_with_operands_in_one_buffer() {
+    // A, B and C side by side in one allocation (C's buffer is also A's and B's).
+    let mut rng = Rng(7);
+    for (ta, tb) in [(false, false), (true, true)] {
+        let mut d = GemmDesc::new(Type::F32, 33, 17, 9);
+        (d.trans_a, d.trans_b) = (ta, tb);
+        d.lda = if ta { d.m } else { d.k };
+        d.ldb = if tb { d.k } else { d.n };
+        d.beta = 0.5;
+        let (la, lb, lc) = (d.m * d.k, d.k * d.n, d.m * d.n);
+        let data: Vec<f32> = (0..la + lb + lc)
+            .map(|_| rng.uniform(-1.0, 1.0) as f32)
+            .collect();
+        let offsets = [0, la, la + lb];
+        let want = reference(&d, offsets, &data, &data, &data);
+        for exec in executors() {
+            let backend = exec.backend().as_ref();
+            let mem = backend.allocate(data.len() * 4).unwrap();
+            backend
+                .copy_in(&mem, 0, bytemuck::cast_slice(&data))
+                .unwrap();
+            let arg = |at: usize, len: usize| BufferArg {
+                memory: mem.clone(),
+                offset: at * 4,
+                len: len * 4,
+            };
+            backend
+                .gemm(&d, &arg(0, la), &arg(la, lb), &arg(la + lb, lc))
+                .unwrap();
+            let mut got = vec![0f32; data.len()];
+            backend
+                .copy_out(&mem, 0, bytemuck::cast_slice_mut(&mut got))
+                .unwrap();
+            check(
+                &format!("{} one buffer ta={ta} tb={tb}", exec.backend_type()),
+                &got,
+                &want,
+                &d,
+            );
+        }
+    }
+}
+
+#[test]
+fn a_very_long_shared_dimension_is_exact_or_an_error() {
+    // 1.2M-long dot product of ones: the exact sum is an f32 integer. lavapipe cuts shader
+    // loops after 65535 iterations; there the GEMM must fail with `Unsupported`, never return a
+    // short sum.
+    let k = 1_200_000;
+    let d = GemmDesc::new(Type::F32, 1, 1, k);
+    for exec in executors() {
+        let backend = exec.backend().as_ref();
+        let ones = upload(backend, &vec![1f32; k], 0);
+        let c = upload(backend, &[0f32], 0);
+        match backend.gemm(&d, &ones, &ones, &c) {
+            Ok(()) => {
+                let mut out = [0f32];
+                backend
+                    .copy_out(&c.memory, 0, bytemuck::cast_slice_mut(&mut out))
+                    .unwrap();
+                assert_eq!(out[0], k as f32, "{}", exec.backend_type());
+            }
+            Err(e) => {
+                assert!(
+                    matches!(e, hologram_backends::BackendError::Unsupported { .. })
+                        && e.to_string().contains("65535"),
+                    "{}: {e}",
+                    exec.backend_type()
+                );
+                eprintln!("{}: k = {k} refused: {e}", exec.backend_type());
+            }
+        }
+    }
+}
+
+#[test]
 fn out_of_range_descriptors_are_errors_before_any_launch() {
     for exec in executors() {
         let backend = exec.backend().as_ref();

@@ -4,7 +4,7 @@
 //! Tiles: [`LARGE`] (128×128, 8×8 per lane) when the C matrices give at least
 //! [`LARGE_MIN_WORKGROUPS`] such tiles, else [`SMALL`] (64×64, 4×4 per lane), which makes four
 //! times as many workgroups for a GPU to spread over its cores. `HOLOGRAM_WGPU_GEMM_TILE=large`
-//! or `small` forces one (for measuring on a new adapter).
+//! or `small` forces one, and `generic` the generic kernel (for measuring on a new adapter).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -65,17 +65,20 @@ fn build(gpu: &Gpu, v: &Variant) -> Result<GemmPipeline> {
         },
         count: None,
     };
-    // Every operand is read-write storage, as in the generic launches: A, B and C may be one
-    // buffer, and a buffer may not be bound read-only and writable in one dispatch.
+    // A buffer may not be bound read-only and writable in one dispatch: A and B are read-only
+    // only when neither is C's buffer.
     let storage = ::wgpu::BufferBindingType::Storage { read_only: false };
+    let input = ::wgpu::BufferBindingType::Storage {
+        read_only: v.read_only_ab,
+    };
     let entries = [
         entry(gemm_wgsl::ERR_BINDING, storage),
         entry(
             gemm_wgsl::PARAMS_BINDING,
             ::wgpu::BufferBindingType::Uniform,
         ),
-        entry(gemm_wgsl::A_BINDING, storage),
-        entry(gemm_wgsl::B_BINDING, storage),
+        entry(gemm_wgsl::A_BINDING, input),
+        entry(gemm_wgsl::B_BINDING, input),
         entry(gemm_wgsl::C_BINDING, storage),
     ];
     let label = "hologram gemm_f32";
@@ -120,7 +123,8 @@ fn build(gpu: &Gpu, v: &Variant) -> Result<GemmPipeline> {
     )
 }
 
-/// The tile for a GEMM on this device, or `None` when the device's limits do not fit either.
+/// The tile for a GEMM on this device, or `None` when the device's limits do not fit either
+/// (or `HOLOGRAM_WGPU_GEMM_TILE=generic` asks for the generic kernel).
 fn choose_tile(gpu: &Gpu, desc: &GemmDesc) -> Option<Tile> {
     let l = &gpu.limits;
     let fits = |t: &Tile| {
@@ -132,6 +136,7 @@ fn choose_tile(gpu: &Gpu, desc: &GemmDesc) -> Option<Tile> {
     let forced = match std::env::var("HOLOGRAM_WGPU_GEMM_TILE").as_deref() {
         Ok("large") => Some(LARGE),
         Ok("small") => Some(SMALL),
+        Ok("generic") => return None,
         _ => None,
     };
     let tiles = |t: &Tile| {
@@ -218,6 +223,7 @@ pub(crate) fn gemm<B: Backend>(
         vec_a: vec_ok(offsets[0], desc.lda, desc.stride_a),
         vec_b: vec_ok(offsets[1], desc.ldb, desc.stride_b),
         vec_c: vec_ok(offsets[2], desc.ldc, desc.stride_c),
+        read_only_ab: bufs[0] != bufs[2] && bufs[1] != bufs[2],
     };
     let params = Params {
         off_a: offsets[0],

@@ -93,6 +93,9 @@ pub struct Variant {
     pub vec_b: bool,
     /// As `vec_a`, for C.
     pub vec_c: bool,
+    /// A and B are bound read-only (neither shares a buffer with C): drivers may then read
+    /// them through their read-only caches.
+    pub read_only_ab: bool,
 }
 
 /// Binding of the error word (`err[0]` is set when the driver cut a loop short).
@@ -246,7 +249,7 @@ pub fn wgsl(v: &Variant) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "// hologram wgpu GEMM f32: tile {bm}x{bn}x{bk}, {tm}x{tn} per lane, ta={ta} tb={tb} vec a/b/c={va}/{vb}/{vc}
+        "// hologram wgpu GEMM f32: tile {bm}x{bn}x{bk}, {tm}x{tn} per lane, ta={ta} tb={tb} vec a/b/c={va}/{vb}/{vc} a/b {ab_access}
 struct Params {{
     off_a: u32, off_b: u32, off_c: u32, m: u32,
     n: u32, k: u32, lda: u32, ldb: u32,
@@ -255,8 +258,8 @@ struct Params {{
 }}
 @group(0) @binding({ERR_BINDING}) var<storage, read_write> err: array<u32>;
 @group(0) @binding({PARAMS_BINDING}) var<uniform> p: Params;
-@group(0) @binding({A_BINDING}) var<storage, read_write> a: array<{ea}>;
-@group(0) @binding({B_BINDING}) var<storage, read_write> b: array<{eb}>;
+@group(0) @binding({A_BINDING}) var<storage, {ab_access}> a: array<{ea}>;
+@group(0) @binding({B_BINDING}) var<storage, {ab_access}> b: array<{eb}>;
 @group(0) @binding({C_BINDING}) var<storage, read_write> c: array<{ec}>;
 // [slice][k][rows / 4] and [slice][k][cols / 4]: two bk-deep slices each.
 var<workgroup> tile_a: array<vec4<f32>, {sa}>;
@@ -277,6 +280,7 @@ var<workgroup> tile_b: array<vec4<f32>, {sb}>;
         ec = elem(v.vec_c),
         sa = 2 * t.bk * bm4,
         sb = 2 * t.bk * bn4,
+        ab_access = if v.read_only_ab { "read" } else { "read_write" },
     );
     s.push_str(&loader("a", v.vec_a));
     s.push_str(&loader("b", v.vec_b));
@@ -490,7 +494,7 @@ mod tests {
         for tile in [LARGE, SMALL] {
             assert_eq!(tile.lanes(), 256);
             assert!(tile.shared_bytes() <= 16384, "{tile:?}");
-            for bits in 0..32u32 {
+            for bits in 0..64u32 {
                 let v = Variant {
                     tile,
                     trans_a: bits & 1 != 0,
@@ -498,6 +502,7 @@ mod tests {
                     vec_a: bits & 4 != 0,
                     vec_b: bits & 8 != 0,
                     vec_c: bits & 16 != 0,
+                    read_only_ab: bits & 32 != 0,
                 };
                 let text = wgsl(&v);
                 validate(&text).unwrap_or_else(|e| panic!("{v:?}: {e}\n{text}"));
