@@ -9,6 +9,7 @@ use hologram_isa::Kernel;
 use super::adapter::{AdapterOptions, Api};
 use super::codegen::{self, CodegenError, CodegenOptions};
 use super::device::Gpu;
+use super::gemm::GemmPipelines;
 use super::launch;
 use super::memory::{self, WgpuMemory};
 use super::pipeline_cache::{self, PipelineCache, PipelineCacheStats};
@@ -18,6 +19,7 @@ use crate::backend::{
 };
 use crate::error::{BackendError, Result};
 use crate::launch::{check_launch, check_range};
+use crate::library::GemmDesc;
 
 static NEXT_OWNER: AtomicUsize = AtomicUsize::new(1);
 
@@ -34,6 +36,10 @@ pub struct WgpuBackend {
     target: String,
     /// Launches run.
     launches: AtomicU64,
+    /// GEMMs run by the hand-written kernel (`gemm.rs`).
+    library_launches: AtomicU64,
+    /// Its pipelines.
+    gemm: GemmPipelines,
     /// The device flushes f32 subnormals to zero (found by a probe kernel, see `probe`).
     flushes_f32_subnormals: bool,
 }
@@ -73,6 +79,8 @@ impl WgpuBackend {
             cache: PipelineCache::default(),
             target,
             launches: AtomicU64::new(0),
+            library_launches: AtomicU64::new(0),
+            gemm: GemmPipelines::default(),
             flushes_f32_subnormals: false,
         };
         backend.flushes_f32_subnormals = probe::flushes_f32_subnormals(&backend, &backend.target)?;
@@ -332,6 +340,23 @@ impl Backend for WgpuBackend {
         launch::run(&self.gpu, self.owner, kern, &pipeline, config, args)
     }
 
+    /// f32 through the hand-written tiled kernel (`gemm.rs`), other types through the generic
+    /// kernel.
+    fn gemm(
+        &self,
+        desc: &GemmDesc,
+        a: &crate::backend::BufferArg,
+        b: &crate::backend::BufferArg,
+        c: &crate::backend::BufferArg,
+    ) -> Result<()> {
+        let ran_library =
+            super::gemm::gemm(self, &self.gpu, self.owner, &self.gemm, desc, a, b, c)?;
+        if ran_library {
+            self.library_launches.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     fn flushes_f32_subnormals(&self) -> bool {
         self.flushes_f32_subnormals
     }
@@ -339,10 +364,11 @@ impl Backend for WgpuBackend {
     fn stats(&self) -> crate::backend::BackendStats {
         let c = self.cache.stats();
         crate::backend::BackendStats {
-            compiles: c.misses,
+            compiles: c.misses + self.gemm.len() as u64,
             memory_hits: c.hits,
             code_bytes: c.code_bytes,
             generic_launches: self.launches.load(Ordering::Relaxed),
+            library_launches: self.library_launches.load(Ordering::Relaxed),
             ..Default::default()
         }
     }

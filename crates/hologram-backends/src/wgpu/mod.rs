@@ -8,6 +8,7 @@
 //! word, so an out-of-bounds access is reported by the launch that made it.
 
 pub mod codegen;
+pub mod gemm_wgsl;
 
 #[cfg(feature = "wgpu")]
 pub mod adapter;
@@ -15,6 +16,8 @@ pub mod adapter;
 mod device;
 #[cfg(feature = "wgpu")]
 pub mod driver_output;
+#[cfg(feature = "wgpu")]
+mod gemm;
 #[cfg(feature = "wgpu")]
 mod launch;
 #[cfg(feature = "wgpu")]
