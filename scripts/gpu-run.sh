@@ -184,6 +184,10 @@ if [ -f "$NV_ICD" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then export VK_DRIVER_FILE
 if ldconfig -p | grep libvulkan >/dev/null; then
     if step vulkan 150 "$H" conformance --backend vulkan --dir "$CONF"; then s=ok; else s=FAIL; fi
     record "conformance on wgpu (Vulkan, NVIDIA)" "$s" "$(grep -E '^[0-9]+ tests:' "$SCRATCH/vulkan.out"; grep -m1 '^conformance on' "$SCRATCH/vulkan.out")"
+    # The wgpu backend's GEMM kernel (and every other GEMM path) on odd shapes and layouts,
+    # against the CPU, through NVIDIA's Vulkan driver and CUDA.
+    if HOLOGRAM_TEST_BACKENDS=vulkan,cuda step wgpugemm 120 "$BUNDLE/gemm_shapes" --test-threads=1; then s=ok; else s=FAIL; fi
+    record "GEMM shapes on Vulkan and CUDA (gemm_shapes)" "$s" "$(grep 'test result' "$SCRATCH/wgpugemm.out")"
     # The same vector-add kernel over 2^24 f32 on CUDA, Vulkan and the CPU, in one run.
     if HOLOGRAM="$H" step vadd 90 bash bench/vector_add.sh cuda vulkan cpu; then s=ok; else s=FAIL; fi
     cp "$SCRATCH/vadd.out" "$OUT/vector-add-backends.txt" 2>/dev/null
