@@ -218,12 +218,10 @@ impl Backend for WgpuBackend {
                 words[at..at + src.len()].copy_from_slice(src);
                 words.into()
             };
-        // Queued launches run before the write (`write_buffer` goes before the next submission).
-        self.gpu.work.flush(&self.gpu)?;
         self.gpu.scoped(
-            || self.gpu.queue.write_buffer(&m.buffer, start, &data),
+            || staging::write(&self.gpu, &m.buffer, start, &data),
             self.device_err("copy to the device"),
-        )
+        )?
     }
 
     fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()> {

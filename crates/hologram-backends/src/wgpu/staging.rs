@@ -57,6 +57,23 @@ impl StagingPool {
     }
 }
 
+/// Copies `data` (a whole number of words) into `dst` at `offset` (a multiple of 4), after
+/// every queued launch, without waiting. Large copies go in chunks, each submitted as soon as the
+/// host has staged it, so the GPU copies one while the host stages the next.
+pub(crate) fn write(gpu: &Gpu, dst: &::wgpu::Buffer, offset: u64, data: &[u8]) -> Result<()> {
+    // Queued launches go first (`write_buffer` runs before the next submission's work).
+    gpu.work.flush(gpu)?;
+    let chunks = data.len().div_ceil(CHUNK as usize);
+    for (i, chunk) in data.chunks(CHUNK as usize).enumerate() {
+        gpu.queue
+            .write_buffer(dst, offset + i as u64 * CHUNK, chunk);
+        if i + 1 < chunks {
+            gpu.queue.submit(std::iter::empty());
+        }
+    }
+    Ok(())
+}
+
 /// Submits the copy of `len` bytes of `src` at `offset` into `staging`.
 fn copy_chunk(
     gpu: &Gpu,
