@@ -169,8 +169,10 @@ fn pipelines_are_cached_and_out_of_bounds_is_an_error() {
     b.launch(&c, &LaunchConfig::linear(2, 32), &args(0))
         .expect("in bounds");
     let before = b.pipeline_cache_stats();
+    // Launches are asynchronous: the error comes with the next synchronization, as on CUDA.
     let err = b
         .launch(&c, &LaunchConfig::linear(2, 32), &args(1))
+        .and_then(|()| b.synchronize())
         .expect_err("lane 63 stores y[64]");
     assert!(
         matches!(&err, BackendError::OutOfBounds { array, index: 64, len: 64, .. } if array == "y"),
