@@ -13,7 +13,7 @@ use super::launch;
 use super::memory::{self, WgpuMemory};
 use super::pipeline_cache::{self, PipelineCache, PipelineCacheStats};
 use super::probe;
-use super::staging;
+use super::staging::{self, LaunchErrors};
 use crate::backend::{
     Backend, BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
 };
@@ -213,7 +213,7 @@ impl Backend for WgpuBackend {
             } else {
                 // Unaligned edges: merge with the words' current contents.
                 let mut words = vec![0u8; (end - start) as usize];
-                staging::read_into(&self.gpu, &m.buffer, start, &mut words)?;
+                staging::read_into(&self.gpu, &m.buffer, start, &mut words, LaunchErrors::Keep)?;
                 let at = offset - start as usize;
                 words[at..at + src.len()].copy_from_slice(src);
                 words.into()
@@ -232,10 +232,16 @@ impl Backend for WgpuBackend {
         }
         let (start, end) = memory::word_range(offset, dst.len());
         if start == offset as u64 && end == (offset + dst.len()) as u64 {
-            return staging::read_into(&self.gpu, &m.buffer, start, dst);
+            return staging::read_into(&self.gpu, &m.buffer, start, dst, LaunchErrors::Report);
         }
         let mut words = vec![0u8; (end - start) as usize];
-        staging::read_into(&self.gpu, &m.buffer, start, &mut words)?;
+        staging::read_into(
+            &self.gpu,
+            &m.buffer,
+            start,
+            &mut words,
+            LaunchErrors::Report,
+        )?;
         let at = offset - start as usize;
         dst.copy_from_slice(&words[at..at + dst.len()]);
         Ok(())

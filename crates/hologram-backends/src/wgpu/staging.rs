@@ -89,13 +89,23 @@ fn copy_chunk(
     gpu.queue.submit([enc.finish()])
 }
 
+/// How a read treats the error of a launch queued before it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LaunchErrors {
+    /// Returns it (`copy_out`, as a synchronization).
+    Report,
+    /// Leaves it for the next synchronization (a read inside `copy_in`).
+    Keep,
+}
+
 /// Copies `dst.len()` bytes of `src` at `offset` (both multiples of 4) into `dst`, after all
-/// work queued before; reports the first error of a launch queued since the last wait.
+/// work queued before.
 pub(crate) fn read_into(
     gpu: &Gpu,
     src: &::wgpu::Buffer,
     offset: u64,
     dst: &mut [u8],
+    errors: LaunchErrors,
 ) -> Result<()> {
     let len = dst.len() as u64;
     if len == 0 {
@@ -112,7 +122,7 @@ pub(crate) fn read_into(
             }
         }
     }
-    let result = read_chunks(gpu, src, offset, dst, &staging);
+    let result = read_chunks(gpu, src, offset, dst, &staging, errors);
     gpu.staging.give_back(staging);
     result
 }
@@ -123,6 +133,7 @@ fn read_chunks(
     offset: u64,
     dst: &mut [u8],
     staging: &[::wgpu::Buffer],
+    errors: LaunchErrors,
 ) -> Result<()> {
     let len = dst.len() as u64;
     let chunk = |i: usize| {
@@ -143,7 +154,10 @@ fn read_chunks(
     for i in 0..staging.len() {
         copies.push_back(record(i)?);
     }
-    gpu.work.wait(gpu)?;
+    match errors {
+        LaunchErrors::Report => gpu.work.wait(gpu)?,
+        LaunchErrors::Keep => gpu.work.wait_keeping_errors(gpu)?,
+    }
     let chunks = dst.len().div_ceil(CHUNK as usize);
     for (i, out) in dst.chunks_mut(CHUNK as usize).enumerate() {
         let buffer = &staging[i % staging.len()];

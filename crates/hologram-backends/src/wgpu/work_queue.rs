@@ -175,6 +175,20 @@ impl WorkQueue {
         }
     }
 
+    /// As [`WorkQueue::wait`], but a launch's error stays for the next wait to report (for
+    /// copies into the device, which report no launch errors).
+    pub fn wait_keeping_errors(&self, gpu: &Gpu) -> Result<()> {
+        let mut st = self.lock()?;
+        match self.wait_locked(gpu, &mut st) {
+            Err(e @ BackendError::LaunchTimeout { stuck: true, .. }) => Err(e),
+            Err(e) => {
+                st.stashed.get_or_insert(e);
+                gpu.check_fault()
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
     fn wait_locked(&self, gpu: &Gpu, st: &mut State) -> Result<()> {
         gpu.check_fault()?;
         let used = st.launches.len() as u64 * self.stride;
