@@ -281,6 +281,7 @@ pub(crate) fn run(
         pipeline: pipeline.clone(),
         lens: bound.lens.clone(),
         timeout: config.effective_timeout(),
+        thread: std::thread::current().id(),
     };
     gpu.work.launch(gpu, queued, |err_slot| {
         gpu.scoped(

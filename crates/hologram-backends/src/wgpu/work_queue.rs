@@ -5,10 +5,13 @@
 //! launch since the last wait writes its error words into its own slot of one error buffer; a
 //! wait copies the used slots out in the same submission as the last batch, maps them once and
 //! reports the first launch (in launch order) that failed, naming its kernel, as the CUDA backend
-//! reports its error record.
+//! reports its error record. A launch's error goes to the thread that made the launch (threads
+//! that share a backend each see their own launches' errors, as when launches waited).
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use hologram_isa::Kernel;
@@ -36,6 +39,8 @@ pub(crate) struct QueuedLaunch {
     pub lens: Vec<u64>,
     /// The launch timeout in force (`None`: none).
     pub timeout: Option<Duration>,
+    /// The thread that made it: its error is reported to that thread.
+    pub thread: ThreadId,
 }
 
 impl QueuedLaunch {
@@ -60,8 +65,8 @@ struct State {
     /// `launches[unsubmitted..]` are recorded but not submitted.
     unsubmitted: usize,
     submitted: Vec<Submitted>,
-    /// The first error found by a wait no caller was told of (the slots ran out mid-batch).
-    stashed: Option<BackendError>,
+    /// Per thread, the first error of its launches that no wait of that thread reported yet.
+    errors: HashMap<ThreadId, BackendError>,
 }
 
 /// The queue of one device.
@@ -114,13 +119,8 @@ impl WorkQueue {
     ) -> Result<()> {
         let mut st = self.lock()?;
         if st.launches.len() as u64 == ERROR_SLOTS {
-            // Reported at the next synchronization, like any other launch's error.
-            if let Err(e) = self.wait_locked(gpu, &mut st) {
-                if matches!(e, BackendError::LaunchTimeout { stuck: true, .. }) {
-                    return Err(e);
-                }
-                st.stashed.get_or_insert(e);
-            }
+            // The launches' errors are reported at their threads' next synchronization.
+            self.wait_locked(gpu, &mut st)?;
         }
         let slot = st.launches.len() as u64;
         let cb = record(::wgpu::BufferBinding {
@@ -165,13 +165,13 @@ impl WorkQueue {
     }
 
     /// Waits for everything queued so far (copies written with `queue.write_buffer` included)
-    /// and returns the first error of a launch since the last wait.
+    /// and returns the first error of this thread's launches since its last wait.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
         let mut st = self.lock()?;
-        let found = self.wait_locked(gpu, &mut st);
-        match st.stashed.take() {
+        self.wait_locked(gpu, &mut st)?;
+        match st.errors.remove(&std::thread::current().id()) {
             Some(e) => Err(e),
-            None => found,
+            None => Ok(()),
         }
     }
 
@@ -179,16 +179,10 @@ impl WorkQueue {
     /// copies into the device, which report no launch errors).
     pub fn wait_keeping_errors(&self, gpu: &Gpu) -> Result<()> {
         let mut st = self.lock()?;
-        match self.wait_locked(gpu, &mut st) {
-            Err(e @ BackendError::LaunchTimeout { stuck: true, .. }) => Err(e),
-            Err(e) => {
-                st.stashed.get_or_insert(e);
-                gpu.check_fault()
-            }
-            Ok(()) => Ok(()),
-        }
+        self.wait_locked(gpu, &mut st)
     }
 
+    /// Waits; launch errors go to `st.errors`, device failures are returned.
     fn wait_locked(&self, gpu: &Gpu, st: &mut State) -> Result<()> {
         gpu.check_fault()?;
         let used = st.launches.len() as u64 * self.stride;
@@ -233,16 +227,18 @@ impl WorkQueue {
             return Ok(());
         }
         let stride = self.stride as usize;
+        let errors = &mut st.errors;
         gpu.map_then(&self.errors_readback, used, None, None, |bytes| {
             for (launch, slot) in launches.iter().zip(bytes.chunks_exact(stride)) {
                 let words: Vec<u32> = slot[..ERROR_BYTES as usize]
                     .chunks_exact(4)
                     .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect();
-                super::launch::launch_result(gpu, launch, &words)?;
+                if let Err(e) = super::launch::launch_result(gpu, launch, &words) {
+                    errors.entry(launch.thread).or_insert(e);
+                }
             }
-            Ok(())
-        })?
+        })
     }
 }
 
