@@ -169,8 +169,10 @@ fn pipelines_are_cached_and_out_of_bounds_is_an_error() {
     b.launch(&c, &LaunchConfig::linear(2, 32), &args(0))
         .expect("in bounds");
     let before = b.pipeline_cache_stats();
+    // Launches are asynchronous: the error comes with the next synchronization, as on CUDA.
     let err = b
         .launch(&c, &LaunchConfig::linear(2, 32), &args(1))
+        .and_then(|()| b.synchronize())
         .expect_err("lane 63 stores y[64]");
     assert!(
         matches!(&err, BackendError::OutOfBounds { array, index: 64, len: 64, .. } if array == "y"),
@@ -189,6 +191,40 @@ fn pipelines_are_cached_and_out_of_bounds_is_an_error() {
     let mut three = [0u8; 3];
     b.copy_out(&y, 5, &mut three).expect("unaligned copy out");
     assert_eq!(three, [1, 2, 3]);
+}
+
+#[test]
+fn a_launch_error_waits_for_the_next_synchronization() {
+    use hologram_backends::{BackendError, BufferArg, KernelArg, LaunchConfig};
+    let Some(b) = open() else { return };
+    let k = hologram_compiler::Canonical::assemble(
+        ".kernel spill\n.param .buf.u32 y .rw\n    add.u32 %i, %gid, 1;\n    st.u32 y[%i], %gid;\n",
+    )
+    .expect("assemble");
+    let c = b.compile(&k).expect("compile");
+    let y = b.allocate(4 * 8).expect("allocate");
+    b.copy_in(&y, 0, &[0; 32]).expect("copy in");
+    let args = [KernelArg::Buffer(BufferArg::whole(y.clone()))];
+    b.launch(&c, &LaunchConfig::linear(1, 8), &args)
+        .expect("queued");
+    // A sound launch after it, and a copy into the device that reads the buffer first (an
+    // unaligned edge): neither reports the earlier launch's error.
+    b.launch(&c, &LaunchConfig::linear(1, 4), &args)
+        .expect("queued");
+    b.copy_in(&y, 1, &[9]).expect("unaligned copy in");
+    match b.synchronize() {
+        Err(BackendError::OutOfBounds {
+            kernel,
+            index: 8,
+            len: 8,
+            ..
+        }) => assert_eq!(kernel, "spill"),
+        other => panic!("expected the out-of-bounds store, got {other:?}"),
+    }
+    b.synchronize().expect("reported once");
+    let mut out = [0u8; 4];
+    b.copy_out(&y, 0, &mut out).expect("copy out");
+    assert_eq!(out, [0, 9, 0, 0], "no lane stores word 0; the copy's byte");
 }
 
 #[test]

@@ -14,6 +14,7 @@ use super::launch;
 use super::memory::{self, WgpuMemory};
 use super::pipeline_cache::{self, PipelineCache, PipelineCacheStats};
 use super::probe;
+use super::staging::{self, LaunchErrors};
 use crate::backend::{
     Backend, BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
 };
@@ -219,15 +220,16 @@ impl Backend for WgpuBackend {
                 src.into()
             } else {
                 // Unaligned edges: merge with the words' current contents.
-                let mut words = self.gpu.read(&m.buffer, start, end - start)?;
+                let mut words = vec![0u8; (end - start) as usize];
+                staging::read_into(&self.gpu, &m.buffer, start, &mut words, LaunchErrors::Keep)?;
                 let at = offset - start as usize;
                 words[at..at + src.len()].copy_from_slice(src);
                 words.into()
             };
         self.gpu.scoped(
-            || self.gpu.queue.write_buffer(&m.buffer, start, &data),
+            || staging::write(&self.gpu, &m.buffer, start, &data),
             self.device_err("copy to the device"),
-        )
+        )?
     }
 
     fn copy_out(&self, src: &Memory, offset: usize, dst: &mut [u8]) -> Result<()> {
@@ -237,7 +239,17 @@ impl Backend for WgpuBackend {
             return Ok(());
         }
         let (start, end) = memory::word_range(offset, dst.len());
-        let words = self.gpu.read(&m.buffer, start, end - start)?;
+        if start == offset as u64 && end == (offset + dst.len()) as u64 {
+            return staging::read_into(&self.gpu, &m.buffer, start, dst, LaunchErrors::Report);
+        }
+        let mut words = vec![0u8; (end - start) as usize];
+        staging::read_into(
+            &self.gpu,
+            &m.buffer,
+            start,
+            &mut words,
+            LaunchErrors::Report,
+        )?;
         let at = offset - start as usize;
         dst.copy_from_slice(&words[at..at + dst.len()]);
         Ok(())
@@ -264,7 +276,7 @@ impl Backend for WgpuBackend {
             self.copy_out(src, src_offset, &mut tmp)?;
             return self.copy_in(dst, dst_offset, &tmp);
         }
-        self.gpu.scoped(
+        let copy = self.gpu.scoped(
             || {
                 let mut enc = self
                     .gpu
@@ -277,10 +289,11 @@ impl Backend for WgpuBackend {
                     dst_offset as u64,
                     len as u64,
                 );
-                self.gpu.queue.submit([enc.finish()]);
+                enc.finish()
             },
             self.device_err("device copy"),
-        )
+        )?;
+        self.gpu.work.record(&self.gpu, copy)
     }
 
     fn compile(&self, canonical: &Canonical) -> Result<CompiledKernel> {
@@ -374,9 +387,6 @@ impl Backend for WgpuBackend {
     }
 
     fn synchronize(&self) -> Result<()> {
-        // Copies into buffers (queue.write_buffer) are staged until the next submission; an
-        // empty one flushes them, so everything issued so far is done when this returns.
-        self.gpu.queue.submit(std::iter::empty());
-        self.gpu.wait()
+        self.gpu.work.wait(&self.gpu)
     }
 }

@@ -1,10 +1,12 @@
 //! The device: creation with the adapter's limits and 64-bit features, error capture (wgpu
 //! validation errors and device loss become [`BackendError`] values, never panics), and
-//! waiting for submitted work.
+//! mapping buffers to read them.
 
 use std::sync::{Arc, Mutex};
 
 use super::adapter::{self, AdapterOptions};
+use super::staging::StagingPool;
+use super::work_queue::WorkQueue;
 use crate::error::{BackendError, Result};
 
 /// A device with its queue and what it can do.
@@ -19,6 +21,10 @@ pub(crate) struct Gpu {
     pub features: ::wgpu::Features,
     /// Set when the device is lost or reports an error outside any error scope.
     pub fault: Arc<Mutex<Option<String>>>,
+    /// Launches and copies queued without waiting, and their error words.
+    pub work: WorkQueue,
+    /// Mapped buffers that reads from the device go through.
+    pub staging: StagingPool,
 }
 
 /// The 64-bit features we use when the adapter has them.
@@ -70,7 +76,10 @@ impl Gpu {
                 slot.get_or_insert_with(|| format!("device lost ({reason:?}): {msg}"));
             }
         });
+        let work = WorkQueue::new(&device, &limits);
         Ok(Gpu {
+            work,
+            staging: StagingPool::default(),
             _instance: instance,
             _adapter: adapter,
             device,
@@ -123,64 +132,22 @@ impl Gpu {
         Ok(out)
     }
 
-    /// Waits until all submitted work is done.
-    pub fn wait(&self) -> Result<()> {
-        self.device
-            .poll(::wgpu::PollType::wait_indefinitely())
-            .map_err(|e| BackendError::Device(format!("waiting for the GPU failed: {e}")))?;
-        self.check_fault()
-    }
-
-    /// Copies `len` bytes at `offset` (both multiples of 4) out of `buffer` into host memory.
-    pub fn read(&self, buffer: &::wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let staging = self.scoped(
-            || {
-                let staging = self.device.create_buffer(&::wgpu::BufferDescriptor {
-                    label: Some("hologram readback"),
-                    size: len,
-                    usage: ::wgpu::BufferUsages::MAP_READ | ::wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                let mut enc = self
-                    .device
-                    .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
-                enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, len);
-                self.queue.submit([enc.finish()]);
-                staging
-            },
-            |msg, oom| {
-                if oom {
-                    BackendError::OutOfMemory {
-                        bytes: len as usize,
-                        device: self.info.name.clone(),
-                    }
-                } else {
-                    BackendError::Device(format!("read-back failed: {msg}"))
-                }
-            },
-        )?;
-        self.map_read(&staging)
-    }
-
-    /// Maps a MAP_READ buffer (after pending copies into it) and returns its bytes.
-    pub fn map_read(&self, staging: &::wgpu::Buffer) -> Result<Vec<u8>> {
-        self.map_read_within(staging, None)
-    }
-
-    /// As [`Gpu::map_read`], waiting at most `limit` for the GPU: past it, the result is
+    /// Maps the first `len` bytes of a MAP_READ buffer (after the work that writes it, which
+    /// ends with submission `after` or, without it, the latest) and passes them to `f`, waiting
+    /// at most `limit` for the GPU: past it, the result is
     /// `LaunchTimeout { stuck: true }` (with an empty kernel name, for the caller to fill in).
-    pub fn map_read_within(
+    pub fn map_then<T>(
         &self,
         staging: &::wgpu::Buffer,
+        len: u64,
+        after: Option<::wgpu::SubmissionIndex>,
         limit: Option<std::time::Duration>,
-    ) -> Result<Vec<u8>> {
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T> {
         let result: Arc<Mutex<Option<std::result::Result<(), String>>>> =
             Arc::new(Mutex::new(None));
         let r = result.clone();
-        staging.map_async(::wgpu::MapMode::Read, .., move |res| {
+        staging.map_async(::wgpu::MapMode::Read, ..len, move |res| {
             if let Ok(mut slot) = r.lock() {
                 *slot = Some(res.map_err(|e| e.to_string()));
             }
@@ -190,7 +157,7 @@ impl Gpu {
         let started = std::time::Instant::now();
         let status = loop {
             match self.device.poll(::wgpu::PollType::Wait {
-                submission_index: None,
+                submission_index: after.clone(),
                 timeout: limit,
             }) {
                 Ok(_) => self.check_fault()?,
@@ -220,13 +187,13 @@ impl Gpu {
         if let Err(e) = status {
             return Err(BackendError::Device(format!("mapping failed: {e}")));
         }
-        let bytes = {
+        let out = {
             let view = staging
-                .get_mapped_range(..)
+                .get_mapped_range(..len)
                 .map_err(|e| BackendError::Device(format!("mapping failed: {e}")))?;
-            view.to_vec()
+            f(&view)
         };
         staging.unmap();
-        Ok(bytes)
+        Ok(out)
     }
 }

@@ -1,8 +1,8 @@
 //! Launching: pipeline lookup, the argument words, the bind group, the dispatch (folding grids
-//! larger than the per-dimension dispatch limit), and decoding the device-side error word.
+//! larger than the per-dimension dispatch limit), recording the launch for the work queue, and
+//! decoding the device-side error words.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use hologram_isa::{ArrayRef, Kernel, ParamKind, Type};
 
@@ -10,6 +10,7 @@ use super::codegen::{self, CodegenOptions, Generated};
 use super::device::Gpu;
 use super::memory::WgpuMemory;
 use super::pipeline_cache::Pipeline;
+use super::work_queue::QueuedLaunch;
 use crate::backend::{KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
@@ -251,11 +252,11 @@ fn bind_args<'a>(
     })
 }
 
-/// Runs one launch to completion and returns the device-side error, if any.
+/// Queues one launch; its device-side error is reported at the next wait (see `work_queue`).
 pub(crate) fn run(
     gpu: &Gpu,
     owner: usize,
-    kernel: &Kernel,
+    kernel: &Arc<Kernel>,
     pipeline: &Arc<Pipeline>,
     config: &LaunchConfig,
     args: &[KernelArg],
@@ -275,143 +276,145 @@ pub(crate) fn run(
         (fold, config.grid_blocks()),
         &placed,
     )?;
-    let readback = gpu.scoped(
-        || {
-            use ::wgpu::util::DeviceExt;
-            let args_buf = gpu
-                .device
-                .create_buffer_init(&::wgpu::util::BufferInitDescriptor {
-                    label: Some("hologram args"),
-                    contents: bytemuck::cast_slice(&bound.words),
-                    usage: ::wgpu::BufferUsages::STORAGE,
-                });
-            let err_buf = gpu
-                .device
-                .create_buffer_init(&::wgpu::util::BufferInitDescriptor {
-                    label: Some("hologram error word"),
-                    contents: &[0u8; 4 * codegen::ERR_WORDS],
-                    usage: ::wgpu::BufferUsages::STORAGE | ::wgpu::BufferUsages::COPY_SRC,
-                });
-            let readback = gpu.device.create_buffer(&::wgpu::BufferDescriptor {
-                label: Some("hologram error readback"),
-                size: 4 * codegen::ERR_WORDS as u64,
-                usage: ::wgpu::BufferUsages::MAP_READ | ::wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let mut entries = vec![
-                ::wgpu::BindGroupEntry {
-                    binding: codegen::ERR_BINDING,
-                    resource: err_buf.as_entire_binding(),
-                },
-                ::wgpu::BindGroupEntry {
-                    binding: codegen::ARGS_BINDING,
-                    resource: args_buf.as_entire_binding(),
-                },
-            ];
-            for (binding, buf) in &bound.buffers {
-                entries.push(::wgpu::BindGroupEntry {
-                    binding: *binding,
-                    resource: buf.as_entire_binding(),
-                });
-            }
-            let pool_bufs: Vec<::wgpu::Buffer> = pool_sizes
-                .iter()
-                .map(|&size| {
-                    gpu.device.create_buffer(&::wgpu::BufferDescriptor {
-                        label: Some("hologram parameter pool"),
-                        size,
-                        usage: ::wgpu::BufferUsages::STORAGE
-                            | ::wgpu::BufferUsages::COPY_SRC
-                            | ::wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                })
-                .collect();
-            for (pool, buf) in pipeline.generated.pools.iter().zip(&pool_bufs) {
-                entries.push(::wgpu::BindGroupEntry {
-                    binding: pool.binding,
-                    resource: buf.as_entire_binding(),
-                });
-            }
-            let group = gpu.device.create_bind_group(&::wgpu::BindGroupDescriptor {
-                label: Some(&kernel.name),
-                layout: &pipeline.layout,
-                entries: &entries,
-            });
-            let mut enc = gpu
-                .device
-                .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
-            for pl in &placed {
-                if pl.end > pl.start {
-                    enc.copy_buffer_to_buffer(
-                        pl.src,
-                        pl.start,
-                        &pool_bufs[pl.pool],
-                        pl.pos,
-                        pl.end - pl.start,
-                    );
-                }
-            }
-            {
-                let mut pass = enc.begin_compute_pass(&::wgpu::ComputePassDescriptor {
-                    label: Some(&kernel.name),
-                    timestamp_writes: None,
-                });
-                pass.set_pipeline(&pipeline.pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                pass.dispatch_workgroups(dims[0], dims[1], dims[2]);
-            }
-            for pl in placed.iter().filter(|pl| pl.writable && pl.end > pl.start) {
-                enc.copy_buffer_to_buffer(
-                    &pool_bufs[pl.pool],
-                    pl.pos,
-                    pl.src,
-                    pl.start,
-                    pl.end - pl.start,
-                );
-            }
-            enc.copy_buffer_to_buffer(&err_buf, 0, &readback, 0, 4 * codegen::ERR_WORDS as u64);
-            gpu.queue.submit([enc.finish()]);
-            readback
-        },
-        |msg, oom| {
-            if oom {
-                BackendError::OutOfMemory {
-                    bytes: 0,
-                    device: gpu.info.name.clone(),
-                }
-            } else {
-                BackendError::Device(format!("launch of '{}' failed: {msg}", kernel.name))
-            }
-        },
-    )?;
-    // The device stops a runaway lane after its budget; the host stops waiting well after that
-    // (a GPU slower than the budget assumes), and then the dispatch may still be running.
-    let host_limit = config
-        .effective_timeout()
-        .map(|t| 4 * t + Duration::from_secs(10));
-    let bytes = match gpu.map_read_within(&readback, host_limit) {
-        Err(BackendError::LaunchTimeout { stuck: true, .. }) => {
-            let timeout = config.effective_timeout().unwrap_or_default();
-            gpu.poison(format!(
-                "kernel '{}' ran past the launch timeout and the GPU did not stop it; create a new executor",
-                kernel.name
-            ));
-            return Err(crate::launch::timeout_error(kernel, timeout, true));
-        }
-        other => other?,
+    let queued = QueuedLaunch {
+        kernel: kernel.clone(),
+        pipeline: pipeline.clone(),
+        lens: bound.lens.clone(),
+        timeout: config.effective_timeout(),
+        thread: std::thread::current().id(),
     };
-    let err: Vec<u32> = bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    gpu.work.launch(gpu, queued, |err_slot| {
+        gpu.scoped(
+            || {
+                record(
+                    gpu,
+                    kernel,
+                    pipeline,
+                    &bound,
+                    err_slot,
+                    &placed,
+                    &pool_sizes,
+                    dims,
+                )
+            },
+            |msg, oom| {
+                if oom {
+                    BackendError::OutOfMemory {
+                        bytes: 0,
+                        device: gpu.info.name.clone(),
+                    }
+                } else {
+                    BackendError::Device(format!("launch of '{}' failed: {msg}", kernel.name))
+                }
+            },
+        )
+    })
+}
+
+/// Records one launch (copies into parameter pools, the dispatch, copies back) into a command
+/// buffer.
+#[allow(clippy::too_many_arguments)]
+fn record(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    pipeline: &Pipeline,
+    bound: &Bound<'_>,
+    err_slot: ::wgpu::BufferBinding<'_>,
+    placed: &[PoolPlacement<'_>],
+    pool_sizes: &[u64],
+    dims: [u32; 3],
+) -> ::wgpu::CommandBuffer {
+    use ::wgpu::util::DeviceExt;
+    let args_buf = gpu
+        .device
+        .create_buffer_init(&::wgpu::util::BufferInitDescriptor {
+            label: Some("hologram args"),
+            contents: bytemuck::cast_slice(&bound.words),
+            usage: ::wgpu::BufferUsages::STORAGE,
+        });
+    let mut entries = vec![
+        ::wgpu::BindGroupEntry {
+            binding: codegen::ERR_BINDING,
+            resource: ::wgpu::BindingResource::Buffer(err_slot),
+        },
+        ::wgpu::BindGroupEntry {
+            binding: codegen::ARGS_BINDING,
+            resource: args_buf.as_entire_binding(),
+        },
+    ];
+    for (binding, buf) in &bound.buffers {
+        entries.push(::wgpu::BindGroupEntry {
+            binding: *binding,
+            resource: buf.as_entire_binding(),
+        });
+    }
+    let pool_bufs: Vec<::wgpu::Buffer> = pool_sizes
+        .iter()
+        .map(|&size| {
+            gpu.device.create_buffer(&::wgpu::BufferDescriptor {
+                label: Some("hologram parameter pool"),
+                size,
+                usage: ::wgpu::BufferUsages::STORAGE
+                    | ::wgpu::BufferUsages::COPY_SRC
+                    | ::wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })
         .collect();
-    decode_error(kernel, &pipeline.generated, &bound.lens, &err).map_err(|e| match e {
+    for (pool, buf) in pipeline.generated.pools.iter().zip(&pool_bufs) {
+        entries.push(::wgpu::BindGroupEntry {
+            binding: pool.binding,
+            resource: buf.as_entire_binding(),
+        });
+    }
+    let group = gpu.device.create_bind_group(&::wgpu::BindGroupDescriptor {
+        label: Some(&kernel.name),
+        layout: &pipeline.layout,
+        entries: &entries,
+    });
+    let mut enc = gpu
+        .device
+        .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
+    for pl in placed {
+        if pl.end > pl.start {
+            enc.copy_buffer_to_buffer(
+                pl.src,
+                pl.start,
+                &pool_bufs[pl.pool],
+                pl.pos,
+                pl.end - pl.start,
+            );
+        }
+    }
+    {
+        let mut pass = enc.begin_compute_pass(&::wgpu::ComputePassDescriptor {
+            label: Some(&kernel.name),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(dims[0], dims[1], dims[2]);
+    }
+    for pl in placed.iter().filter(|pl| pl.writable && pl.end > pl.start) {
+        enc.copy_buffer_to_buffer(
+            &pool_bufs[pl.pool],
+            pl.pos,
+            pl.src,
+            pl.start,
+            pl.end - pl.start,
+        );
+    }
+    enc.finish()
+}
+
+/// A queued launch's result from its error words.
+pub(crate) fn launch_result(gpu: &Gpu, launch: &QueuedLaunch, err: &[u32]) -> Result<()> {
+    let kernel = &launch.kernel;
+    decode_error(kernel, &launch.pipeline.generated, &launch.lens, err).map_err(|e| match e {
         // The device only knows it spent the budget; the error names the timeout.
-        BackendError::LaunchTimeout { stuck, .. } => crate::launch::timeout_error(
-            kernel,
-            config.effective_timeout().unwrap_or_default(),
-            stuck,
-        ),
+        BackendError::LaunchTimeout { stuck, .. } => {
+            crate::launch::timeout_error(kernel, launch.timeout.unwrap_or_default(), stuck)
+        }
         BackendError::Unsupported {
             kernel, feature, ..
         } => BackendError::Unsupported {

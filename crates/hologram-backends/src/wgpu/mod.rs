@@ -4,8 +4,9 @@
 //! pipelines. The runtime half (adapter choice, memory, pipeline cache, launches) needs the
 //! `wgpu` cargo feature. See this folder's README.md for the design and the accuracy bounds.
 //!
-//! Launches are synchronous: each one waits for the GPU and reads back the device-side error
-//! word, so an out-of-bounds access is reported by the launch that made it.
+//! Launches are asynchronous: they are queued without waiting (see `work_queue.rs`), and a launch's
+//! device-side error (an out-of-bounds access, a timeout) is reported, naming its kernel, by the
+//! next `synchronize` or `copy_out`, as on CUDA.
 
 pub mod codegen;
 pub mod gemm_wgsl;
@@ -26,6 +27,10 @@ pub mod memory;
 pub mod pipeline_cache;
 #[cfg(feature = "wgpu")]
 mod probe;
+#[cfg(feature = "wgpu")]
+mod staging;
+#[cfg(feature = "wgpu")]
+mod work_queue;
 
 #[cfg(feature = "wgpu")]
 pub use self::backend_impl::WgpuBackend;
