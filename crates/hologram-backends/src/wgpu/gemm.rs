@@ -245,6 +245,8 @@ pub(crate) fn gemm<B: Backend>(
     };
     let pipeline = pipelines.get_or_build(gpu, &variant)?;
     let _span = tracing::debug_span!("gemm", backend = "wgpu", m = desc.m, n = desc.n, k = desc.k, batch = desc.batch, tile = ?(tile.bm, tile.bn)).entered();
+    // Launches recorded before this GEMM (its operands' producers) go to the queue first.
+    gpu.work.flush(gpu)?;
     let readback = gpu.scoped(
         || {
             use ::wgpu::util::DeviceExt;
@@ -311,7 +313,7 @@ pub(crate) fn gemm<B: Backend>(
             }
         },
     )?;
-    let word = gpu.map_read(&readback)?;
+    let word = gpu.map_then(&readback, 16, None, None, |bytes| bytes.to_vec())?;
     if word.iter().take(4).any(|&byte| byte != 0) {
         return Err(BackendError::Unsupported {
             kernel: "gemm_f32".into(),
