@@ -113,16 +113,7 @@ impl WgpuBackend {
     }
 
     fn memory<'a>(&self, m: &'a Memory) -> Result<&'a WgpuMemory> {
-        let mem = m
-            .as_any()
-            .downcast_ref::<WgpuMemory>()
-            .ok_or_else(|| BackendError::ForeignBuffer("not wgpu memory".into()))?;
-        if mem.owner != self.owner {
-            return Err(BackendError::ForeignBuffer(
-                "memory of another wgpu device".into(),
-            ));
-        }
-        Ok(mem)
+        WgpuMemory::of(m, self.owner)
     }
 
     fn device_err(&self, what: &'static str) -> impl FnOnce(String, bool) -> BackendError + '_ {

@@ -192,16 +192,7 @@ pub(crate) fn gemm<B: Backend>(
     let mut bufs = Vec::with_capacity(3);
     let mut offsets = [0u32; 3];
     for (i, (name, x)) in [("A", a), ("B", b), ("C", c)].into_iter().enumerate() {
-        let mem = x
-            .memory
-            .as_any()
-            .downcast_ref::<WgpuMemory>()
-            .ok_or_else(|| BackendError::ForeignBuffer("not wgpu memory".into()))?;
-        if mem.owner != owner {
-            return Err(BackendError::ForeignBuffer(
-                "memory of another wgpu device".into(),
-            ));
-        }
+        let mem = WgpuMemory::of(&x.memory, owner)?;
         // Every index the kernel forms lies below the range's end (checked by `desc.check`).
         let end = (x.offset + x.len) / 4;
         if end > u32::MAX as usize {

@@ -199,16 +199,7 @@ fn bind_args<'a>(
         let w = codegen::param_word(i as u32);
         match (&param.kind, arg) {
             (ParamKind::Buffer { elem, .. }, KernelArg::Buffer(b)) => {
-                let mem = b
-                    .memory
-                    .as_any()
-                    .downcast_ref::<WgpuMemory>()
-                    .ok_or_else(|| BackendError::ForeignBuffer("not wgpu memory".into()))?;
-                if mem.owner != owner {
-                    return Err(BackendError::ForeignBuffer(
-                        "memory of another wgpu device".into(),
-                    ));
-                }
+                let mem = WgpuMemory::of(&b.memory, owner)?;
                 let size = elem.size_bytes();
                 let (off, len) = (b.offset / size, b.len / size);
                 if off + len > u32::MAX as usize {

@@ -3,7 +3,8 @@
 
 use std::any::Any;
 
-use crate::backend::DeviceMemory;
+use crate::backend::{DeviceMemory, Memory};
+use crate::error::{BackendError, Result};
 
 /// Allocation granularity in bytes.
 pub const PAD: usize = 16;
@@ -23,6 +24,21 @@ impl WgpuMemory {
             size,
             owner,
         }
+    }
+
+    /// `m` as memory of the wgpu backend instance `owner`; a clear error for memory of another
+    /// backend or another wgpu device.
+    pub(crate) fn of(m: &Memory, owner: usize) -> Result<&WgpuMemory> {
+        let mem = m
+            .as_any()
+            .downcast_ref::<WgpuMemory>()
+            .ok_or_else(|| BackendError::ForeignBuffer("not wgpu memory".into()))?;
+        if mem.owner != owner {
+            return Err(BackendError::ForeignBuffer(
+                "memory of another wgpu device".into(),
+            ));
+        }
+        Ok(mem)
     }
 
     /// The padded size of the underlying buffer.
