@@ -8,29 +8,9 @@ use hologram_compiler::Canonical;
 use hologram_isa::semantics::Value;
 use hologram_isa::Kernel;
 
+use crate::backend_type::BackendType;
 use crate::error::Result;
 use crate::library::GemmDesc;
-
-/// The kinds of backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BackendKind {
-    /// The interpreter on the host CPU.
-    Cpu,
-    /// NVIDIA GPUs through CUDA.
-    Cuda,
-    /// GPUs through wgpu (Metal, Vulkan, DX12).
-    Wgpu,
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BackendKind::Cpu => "cpu",
-            BackendKind::Cuda => "cuda",
-            BackendKind::Wgpu => "wgpu",
-        })
-    }
-}
 
 /// What a backend's compiler, kernel cache and launch paths have done so far.
 ///
@@ -75,8 +55,8 @@ impl fmt::Display for BackendStats {
 /// What a device is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
-    /// Backend kind.
-    pub kind: BackendKind,
+    /// The backend (for wgpu: the graphics API it runs on).
+    pub kind: BackendType,
     /// Device name, e.g. "NVIDIA H100 80GB HBM3" or "Intel Xeon (2 threads)".
     pub name: String,
     /// Device memory in bytes, if known.
@@ -307,7 +287,7 @@ pub trait Replay: Send + Sync {
 /// reads ([`Backend::copy_out`]) and [`Backend::synchronize`] wait for earlier work.
 pub trait Backend: Send + Sync {
     /// Which backend this is.
-    fn kind(&self) -> BackendKind;
+    fn kind(&self) -> BackendType;
     /// What the device is.
     fn info(&self) -> DeviceInfo;
     /// What the device can run.

@@ -11,6 +11,9 @@ pub enum BackendError {
         /// Why, e.g. "libcuda.so.1 was not found".
         reason: String,
     },
+    /// `HOLOGRAM_BACKEND` or a backend name is not one Hologram knows.
+    #[error("unknown backend '{0}' (expected auto, cpu, cuda, cuda:N, metal, vulkan or dx12)")]
+    UnknownBackend(String),
     /// A kernel indexed outside an array; the launch stopped and nothing was written outside
     /// any buffer.
     #[error("out-of-bounds access in kernel '{kernel}': index {index} into '{array}', which has {len} elements")]

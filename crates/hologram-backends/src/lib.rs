@@ -31,6 +31,7 @@
 #![warn(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 mod backend;
+mod backend_type;
 pub mod cpu;
 pub mod cuda;
 mod error;
@@ -39,9 +40,10 @@ pub mod library;
 pub mod wgpu;
 
 pub use backend::{
-    Backend, BackendKind, BackendStats, BufferArg, Capabilities, CompiledKernel, DeviceInfo,
-    DeviceMemory, KernelArg, LaunchConfig, Memory, MemoryOwner, Replay,
+    Backend, BackendStats, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
+    KernelArg, LaunchConfig, Memory, MemoryOwner, Replay,
 };
+pub use backend_type::BackendType;
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};
 pub use library::{ConvDesc, ConvPass, GemmDesc, GemmPrecision};

@@ -1,67 +1,11 @@
 //! Choosing a backend: names, availability, and the automatic choice.
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
-use hologram_backends::{Backend, CpuBackend, DeviceInfo};
+pub use hologram_backends::BackendType;
+use hologram_backends::{Backend, BackendError, CpuBackend, DeviceInfo};
 
 use crate::error::{Error, Result};
-
-/// A backend an [`crate::Executor`] can run on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BackendType {
-    /// The interpreter on the host CPU (always available).
-    Cpu,
-    /// NVIDIA GPUs through CUDA.
-    Cuda,
-    /// Apple GPUs through Metal (wgpu), macOS only.
-    Metal,
-    /// GPUs through Vulkan (wgpu).
-    Vulkan,
-    /// GPUs through DirectX 12 (wgpu), Windows only.
-    Dx12,
-}
-
-impl BackendType {
-    /// Every backend type, in the order `new_auto` prefers them (the CPU last).
-    pub const ALL: [BackendType; 5] = [
-        BackendType::Cuda,
-        BackendType::Metal,
-        BackendType::Vulkan,
-        BackendType::Dx12,
-        BackendType::Cpu,
-    ];
-
-    /// The name used by `HOLOGRAM_BACKEND`, the CLI and Python.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendType::Cpu => "cpu",
-            BackendType::Cuda => "cuda",
-            BackendType::Metal => "metal",
-            BackendType::Vulkan => "vulkan",
-            BackendType::Dx12 => "dx12",
-        }
-    }
-}
-
-impl fmt::Display for BackendType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for BackendType {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        let lower = s.trim().to_ascii_lowercase();
-        BackendType::ALL
-            .into_iter()
-            .find(|b| b.name() == lower)
-            .ok_or_else(|| Error::UnknownBackend(s.to_string()))
-    }
-}
 
 /// Whether a backend can run here, and on what device (or why not).
 #[derive(Debug, Clone)]
@@ -74,20 +18,16 @@ pub struct Availability {
 
 /// Opens a backend, or says why it cannot run here.
 pub(crate) fn open(kind: BackendType) -> Result<Arc<dyn Backend>> {
-    let unavailable = |reason: &str| Error::BackendUnavailable {
-        backend: kind.name().into(),
-        reason: reason.into(),
+    let unavailable = |reason: &str| {
+        Error::Backend(BackendError::Unavailable {
+            backend: kind.name().into(),
+            reason: reason.into(),
+        })
     };
     match kind {
         BackendType::Cpu => Ok(Arc::new(CpuBackend::new())),
         #[cfg(feature = "cuda")]
-        BackendType::Cuda => match hologram_backends::cuda::CudaBackend::new() {
-            Ok(b) => Ok(Arc::new(b)),
-            Err(hologram_backends::BackendError::Unavailable { reason, .. }) => {
-                Err(unavailable(&reason))
-            }
-            Err(e) => Err(e.into()),
-        },
+        BackendType::Cuda => Ok(Arc::new(hologram_backends::cuda::CudaBackend::new()?)),
         #[cfg(not(feature = "cuda"))]
         BackendType::Cuda => Err(unavailable(
             "this build of Hologram has no CUDA support (build with the 'cuda' feature)",
@@ -119,7 +59,7 @@ pub fn availability_of(backend: BackendType) -> Availability {
     Availability {
         backend,
         status: open(backend).map(|b| b.info()).map_err(|e| match e {
-            Error::BackendUnavailable { reason, .. } => reason,
+            Error::Backend(BackendError::Unavailable { reason, .. }) => reason,
             other => other.to_string(),
         }),
     }
@@ -154,11 +94,12 @@ fn open_wgpu(kind: BackendType) -> Result<Arc<dyn Backend>> {
     };
     match hologram_backends::WgpuBackend::new(api) {
         Ok(b) => Ok(Arc::new(b)),
-        Err(hologram_backends::BackendError::Unavailable { reason, .. }) => {
-            Err(Error::BackendUnavailable {
+        // Named as asked for: "vulkan", not wgpu's own name for the API.
+        Err(BackendError::Unavailable { reason, .. }) => {
+            Err(Error::Backend(BackendError::Unavailable {
                 backend: kind.name().into(),
                 reason,
-            })
+            }))
         }
         Err(e) => Err(e.into()),
     }

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use hologram_backends::BackendError;
+
 use crate::backend_type::BackendType;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
@@ -88,22 +90,17 @@ impl Executor {
                     std::sync::Arc::new(b),
                 )),
                 Err(hologram_backends::BackendError::Unavailable { reason, .. }) => {
-                    Err(Error::BackendUnavailable {
-                        backend: format!("cuda:{index}"),
-                        reason,
-                    })
+                    Err(unavailable(format!("cuda:{index}"), reason))
                 }
                 Err(e) => Err(e.into()),
             }
         }
         #[cfg(not(feature = "cuda"))]
         {
-            Err(Error::BackendUnavailable {
-                backend: format!("cuda:{index}"),
-                reason:
-                    "this build of Hologram has no CUDA support (build with the 'cuda' feature)"
-                        .into(),
-            })
+            Err(unavailable(
+                format!("cuda:{index}"),
+                "this build of Hologram has no CUDA support (build with the 'cuda' feature)".into(),
+            ))
         }
     }
 
@@ -169,6 +166,12 @@ impl Tensor {
     }
 }
 
+/// The error for a device that cannot run here, named as the user named it (`cuda:3`).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn unavailable(backend: String, reason: String) -> Error {
+    Error::Backend(BackendError::Unavailable { backend, reason })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,7 +199,7 @@ mod tests {
         assert!(e.contains("only CUDA has several devices"), "{e}");
         assert!(matches!(
             "tpu:0".parse::<Device>(),
-            Err(Error::UnknownBackend(_))
+            Err(Error::Backend(BackendError::UnknownBackend(_)))
         ));
     }
 
@@ -217,10 +220,13 @@ mod tests {
         // No host has 10 000 GPUs: this fails on every machine, saying why.
         let e = Executor::cuda(10_000).unwrap_err();
         assert!(
-            matches!(e, Error::BackendUnavailable { ref backend, .. } if backend == "cuda:10000"),
+            matches!(e, Error::Backend(BackendError::Unavailable { ref backend, .. }) if backend == "cuda:10000"),
             "{e}"
         );
         let e = Executor::on("cuda:10000").unwrap_err();
-        assert!(matches!(e, Error::BackendUnavailable { .. }), "{e}");
+        assert!(
+            matches!(e, Error::Backend(BackendError::Unavailable { .. })),
+            "{e}"
+        );
     }
 }

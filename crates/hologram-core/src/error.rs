@@ -5,17 +5,6 @@ use hologram_backends::BackendError;
 /// What went wrong. Messages say what happened and what to do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
-    /// A backend was asked for that cannot run here.
-    #[error("the {backend} backend is not available: {reason}")]
-    BackendUnavailable {
-        /// The backend asked for.
-        backend: String,
-        /// Why it cannot run.
-        reason: String,
-    },
-    /// `HOLOGRAM_BACKEND` or a backend name is not one Hologram knows.
-    #[error("unknown backend '{0}' (expected auto, cpu, cuda, metal, vulkan, dx12 or wgpu)")]
-    UnknownBackend(String),
     /// `.hasm` text failed to parse or validate; the error carries line and column.
     #[error("invalid program: {0}")]
     Asm(#[from] hologram_isa::AsmError),
@@ -41,7 +30,8 @@ pub enum Error {
     /// Tensors on different executors were combined.
     #[error("device mismatch: {0}")]
     DeviceMismatch(String),
-    /// An error from the backend (out-of-bounds access, out of memory, compile failure, ...).
+    /// An error from the backend: one that cannot run here ([`BackendError::Unavailable`]), an
+    /// unknown backend name, an out-of-bounds access, out of memory, a compile failure, ...
     #[error(transparent)]
     Backend(#[from] BackendError),
 }

@@ -61,7 +61,7 @@ pub use element::Element;
 pub use error::{Error, Result};
 pub use executor::{Executor, ExecutorStats, KernelCacheStats};
 pub use hologram_backends::{
-    BackendKind, BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
+    BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
 };
 pub use ops::ReduceOp;
 pub use tensor::{BinaryFn, Tensor, UnaryFn};

@@ -8,7 +8,7 @@ use hologram_isa::semantics::Value;
 fn unavailable_backends_say_why() {
     for kind in [BackendType::Cuda, BackendType::Metal, BackendType::Dx12] {
         match Executor::new_with_backend(kind) {
-            Err(Error::BackendUnavailable { backend, reason }) => {
+            Err(Error::Backend(BackendError::Unavailable { backend, reason })) => {
                 assert_eq!(backend, kind.name());
                 assert!(!reason.is_empty());
             }
@@ -31,7 +31,7 @@ fn env_override_and_auto() {
     std::env::set_var("HOLOGRAM_BACKEND", "nonsense");
     assert!(matches!(
         Executor::new_auto(),
-        Err(Error::UnknownBackend(_))
+        Err(Error::Backend(BackendError::UnknownBackend(_)))
     ));
     std::env::remove_var("HOLOGRAM_BACKEND");
     let exec = Executor::new_auto().unwrap();

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use hologram_backends::{Backend, BackendKind, BufferArg, GemmDesc};
+use hologram_backends::{Backend, BufferArg, GemmDesc};
 use hologram_isa::Type;
 
 /// One descriptor and where its operands lie: element offsets of A, B and C in their buffers.
@@ -222,7 +222,7 @@ fn gemm_matches_the_reference_on_awkward_descriptors() {
         for exec in &execs[1..] {
             let before = exec.backend().stats().library_launches;
             let got = run(exec.backend().as_ref(), &d, offsets, [&a, &b, &c]);
-            if exec.backend().kind() == BackendKind::Wgpu {
+            if exec.backend().kind().is_wgpu() {
                 // f32 GEMMs run the wgpu backend's own kernel, not the generic one.
                 assert_eq!(
                     exec.backend().stats().library_launches,

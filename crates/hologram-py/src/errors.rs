@@ -69,9 +69,6 @@ pub fn to_py(e: Error) -> PyErr {
         return err;
     }
     match e {
-        Error::BackendUnavailable { .. } | Error::UnknownBackend(_) => {
-            BackendUnavailableError::new_err(msg)
-        }
         Error::Asm(_)
         | Error::Invalid(_)
         | Error::InvalidArgument(_)
@@ -84,7 +81,9 @@ pub fn to_py(e: Error) -> PyErr {
             BackendError::OutOfBounds { .. } => OutOfBoundsError::new_err(msg),
             BackendError::OutOfMemory { .. } => OutOfMemoryError::new_err(msg),
             BackendError::Compile { .. } => CompileError::new_err(msg),
-            BackendError::Unavailable { .. } => BackendUnavailableError::new_err(msg),
+            BackendError::Unavailable { .. } | BackendError::UnknownBackend(_) => {
+                BackendUnavailableError::new_err(msg)
+            }
             BackendError::InvalidArgument { .. }
             | BackendError::InvalidLaunch { .. }
             | BackendError::CopyOutOfRange { .. }
@@ -109,6 +108,12 @@ pub trait IntoPy<T> {
 impl<T> IntoPy<T> for Result<T, Error> {
     fn py(self) -> PyRes<T> {
         self.map_err(to_py)
+    }
+}
+
+impl<T> IntoPy<T> for Result<T, BackendError> {
+    fn py(self) -> PyRes<T> {
+        self.map_err(|e| to_py(Error::Backend(e)))
     }
 }
 

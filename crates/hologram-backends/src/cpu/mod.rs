@@ -35,9 +35,10 @@ pub use memory::CpuMemory;
 use self::compile::CpuKernel;
 use self::exec::{BlockState, LaunchCtx};
 use crate::backend::{
-    Backend, BackendKind, BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg,
-    LaunchConfig, Memory,
+    Backend, BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
+    Memory,
 };
+use crate::backend_type::BackendType;
 use crate::error::{BackendError, Result};
 use crate::launch::{check_launch, check_range};
 
@@ -111,13 +112,13 @@ fn cpu_name() -> String {
 }
 
 impl Backend for CpuBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cpu
+    fn kind(&self) -> BackendType {
+        BackendType::Cpu
     }
 
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
-            kind: BackendKind::Cpu,
+            kind: BackendType::Cpu,
             name: cpu_name(),
             memory_bytes: None,
             compute_units: rayon::current_num_threads() as u32,

@@ -24,9 +24,10 @@ use super::nvrtc::{self, Output};
 use super::stats::{self, count, CudaStats, Event};
 use super::stream_order::StreamOrder;
 use crate::backend::{
-    Backend, BackendKind, BufferArg, Capabilities, CompiledKernel, DeviceInfo, KernelArg,
-    LaunchConfig, Memory, MemoryOwner,
+    Backend, BufferArg, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
+    MemoryOwner,
 };
+use crate::backend_type::BackendType;
 use crate::error::{BackendError, Result};
 use crate::launch::{check_launch, check_range};
 use crate::library::{gemm::generic_gemm, ConvDesc, ConvPass, GemmDesc};
@@ -262,8 +263,8 @@ impl CudaKernel {
 }
 
 impl Backend for CudaBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
+    fn kind(&self) -> BackendType {
+        BackendType::Cuda
     }
 
     fn info(&self) -> DeviceInfo {
@@ -275,7 +276,7 @@ impl Backend for CudaBackend {
             "no cuBLAS"
         };
         DeviceInfo {
-            kind: BackendKind::Cuda,
+            kind: BackendType::Cuda,
             name: self.dev.name.clone(),
             memory_bytes: Some(self.dev.memory),
             compute_units: self.dev.sms,

@@ -16,8 +16,9 @@ use super::pipeline_cache::{self, PipelineCache, PipelineCacheStats};
 use super::probe;
 use super::staging::{self, LaunchErrors};
 use crate::backend::{
-    Backend, BackendKind, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
+    Backend, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig, Memory,
 };
+use crate::backend_type::BackendType;
 use crate::error::{BackendError, Result};
 use crate::launch::{check_launch, check_range};
 use crate::library::GemmDesc;
@@ -141,8 +142,13 @@ fn generate(kernel: &Kernel, opts: &CodegenOptions, device: &str) -> Result<code
 }
 
 impl Backend for WgpuBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Wgpu
+    fn kind(&self) -> BackendType {
+        // The API the adapter was opened on (wgpu reports GL too; Hologram opens only these).
+        match self.gpu.info.backend {
+            ::wgpu::Backend::Metal => BackendType::Metal,
+            ::wgpu::Backend::Dx12 => BackendType::Dx12,
+            _ => BackendType::Vulkan,
+        }
     }
 
     fn info(&self) -> DeviceInfo {
@@ -154,7 +160,7 @@ impl Backend for WgpuBackend {
             .collect::<Vec<_>>()
             .join(" ");
         DeviceInfo {
-            kind: BackendKind::Wgpu,
+            kind: self.kind(),
             name: i.name.clone(),
             memory_bytes: None,
             compute_units: 0,

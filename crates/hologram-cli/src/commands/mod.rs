@@ -10,17 +10,14 @@ pub mod info;
 pub mod info_stats;
 pub mod run;
 
-use hologram_core::{BackendType, Executor};
+use hologram_core::Executor;
 
 use crate::error::CliError;
 
-/// Opens an executor by name (`auto` for the best available backend).
+/// Opens an executor by name: `auto` for the best available backend, a backend (`cpu`, `cuda`,
+/// `vulkan`, ...) or a device (`cuda:1`).
 pub fn executor(name: &str) -> Result<Executor, CliError> {
-    if name.trim().eq_ignore_ascii_case("auto") {
-        Ok(Executor::new_auto()?)
-    } else {
-        Ok(Executor::new_with_backend(name.parse::<BackendType>()?)?)
-    }
+    Ok(Executor::on(name)?)
 }
 
 /// Reads and assembles a `.hasm` file; errors carry `file:line:col`.

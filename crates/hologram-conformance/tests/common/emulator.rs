@@ -15,7 +15,7 @@ use hologram_backends::cpu::CpuMemory;
 use hologram_backends::cuda::codegen::{self, prelude::PRELUDE, CodegenOptions};
 use hologram_backends::launch::{check_launch, check_range};
 use hologram_backends::{
-    Backend, BackendError, BackendKind, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
+    Backend, BackendError, BackendType, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
     KernelArg, LaunchConfig, Memory, Result,
 };
 use hologram_compiler::patterns::Pattern;
@@ -305,12 +305,12 @@ impl Emulator {
 }
 
 impl Backend for Emulator {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
+    fn kind(&self) -> BackendType {
+        BackendType::Cuda
     }
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
-            kind: BackendKind::Cuda,
+            kind: BackendType::Cuda,
             name: "generated CUDA C emulated on the host".into(),
             memory_bytes: None,
             compute_units: 1,

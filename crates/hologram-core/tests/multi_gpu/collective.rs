@@ -30,7 +30,7 @@ fn require_nccl() -> bool {
 fn gpu() -> Option<Executor> {
     let exec = match Executor::cuda(0) {
         Ok(e) => e,
-        Err(Error::BackendUnavailable { reason, .. }) => {
+        Err(Error::Backend(hologram_backends::BackendError::Unavailable { reason, .. })) => {
             assert!(!require_gpu(), "HOLOGRAM_REQUIRE_GPU=1 but {reason}");
             println!("skipped: {reason}");
             return None;
