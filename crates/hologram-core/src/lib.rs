@@ -47,6 +47,7 @@ mod element;
 mod error;
 mod executor;
 mod kernels;
+pub mod named_args;
 pub mod ops;
 pub mod plan;
 mod storage;

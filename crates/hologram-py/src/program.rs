@@ -2,9 +2,9 @@
 
 use hologram_backends::{KernelArg, LaunchConfig};
 use hologram_compiler::Canonical;
-use hologram_core::Executor;
-use hologram_isa::semantics::Value;
-use hologram_isa::{Kernel, ParamKind};
+use hologram_core::named_args::{bind_by_name, parse_scalar};
+use hologram_core::{Error, Executor};
+use hologram_isa::{Kernel, ParamKind, Type};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
@@ -138,6 +138,26 @@ fn dims(v: &[u32], what: &str) -> PyRes<[u32; 3]> {
     Ok(d)
 }
 
+/// A tensor (or `Buffer`) bound to a buffer parameter: its dtype must match and it must be
+/// contiguous.
+fn buffer_arg(name: &str, elem: Type, v: &Bound<'_, PyAny>) -> hologram_core::Result<KernelArg> {
+    let wrong = || Error::InvalidArgument(format!("'{name}' needs a Buffer or Tensor"));
+    let native = v.getattr("_t").unwrap_or_else(|_| v.clone());
+    let t: PyRef<'_, PyTensor> = native.extract().map_err(|_| wrong())?;
+    if t.t.dtype().storage() != elem {
+        return Err(Error::TypeMismatch(format!(
+            "'{name}' is a buffer of {elem}, got a {} tensor",
+            t.t.dtype()
+        )));
+    }
+    if !t.t.is_contiguous() {
+        return Err(Error::InvalidArgument(format!(
+            "'{name}' must be contiguous"
+        )));
+    }
+    t.t.kernel_arg()
+}
+
 pub fn run(
     py: Python<'_>,
     exec: &Executor,
@@ -147,61 +167,29 @@ pub fn run(
     args: &Bound<'_, PyDict>,
     bounds_checks: bool,
 ) -> PyRes<()> {
-    let k = &program.kernel;
-    for key in args.keys() {
-        let name: String = key.extract()?;
-        if k.params.iter().all(|p| p.name != name) {
-            return Err(ValidationError::new_err(format!(
-                "kernel '{}' has no parameter '{name}'",
-                k.name
-            )));
-        }
+    let given = args
+        .iter()
+        .map(|(key, value)| Ok((key.extract::<String>()?, value)))
+        .collect::<PyRes<Vec<_>>>()?;
+    // A Python error inside the conversion (a failing `str()`) is kept and raised as it is.
+    let mut raised: Option<PyErr> = None;
+    let bound = bind_by_name(&program.kernel, given, |p, v| {
+        let converted = match p.kind {
+            ParamKind::Scalar(ty) => v
+                .str()
+                .and_then(|s| s.extract::<String>())
+                .map(|text| parse_scalar(&p.name, ty, &text).map(KernelArg::Scalar)),
+            ParamKind::Buffer { elem, .. } => Ok(buffer_arg(&p.name, elem, &v)),
+        };
+        converted.unwrap_or_else(|e| {
+            raised = Some(e);
+            Err(Error::InvalidArgument("a Python error".into()))
+        })
+    });
+    if let Some(e) = raised {
+        return Err(e);
     }
-    let mut kargs = Vec::new();
-    for p in &k.params {
-        let v = args
-            .get_item(&p.name)?
-            .ok_or_else(|| ValidationError::new_err(format!("missing argument '{}'", p.name)))?;
-        match p.kind {
-            ParamKind::Scalar(ty) => {
-                let text: String = v.str()?.extract()?;
-                let text = if text == "True" {
-                    "true".into()
-                } else if text == "False" {
-                    "false".into()
-                } else {
-                    text
-                };
-                let val = Value::parse(ty, &text).ok_or_else(|| {
-                    ValidationError::new_err(format!("'{}' needs a {ty}, got {text}", p.name))
-                })?;
-                kargs.push(KernelArg::Scalar(val));
-            }
-            ParamKind::Buffer { elem, .. } => {
-                let t: PyRef<'_, PyTensor> = v
-                    .getattr("_t")
-                    .or_else(|_| Ok::<_, PyErr>(v.clone()))?
-                    .extract()
-                    .map_err(|_| {
-                        ValidationError::new_err(format!("'{}' needs a Buffer or Tensor", p.name))
-                    })?;
-                if t.t.dtype().storage() != elem {
-                    return Err(ValidationError::new_err(format!(
-                        "'{}' is a buffer of {elem}, got a {} tensor",
-                        p.name,
-                        t.t.dtype()
-                    )));
-                }
-                if !t.t.is_contiguous() {
-                    return Err(ValidationError::new_err(format!(
-                        "'{}' must be contiguous",
-                        p.name
-                    )));
-                }
-                kargs.push(t.t.kernel_arg().py()?);
-            }
-        }
-    }
+    let kargs = bound.py()?;
     let mut config = LaunchConfig::new(dims(&grid, "grid")?, dims(&block, "block")?);
     if !bounds_checks {
         // SAFETY: `bounds_checks=False` is the Python caller's statement that the program stays

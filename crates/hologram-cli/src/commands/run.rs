@@ -4,8 +4,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use hologram_backends::{BufferArg, KernelArg, LaunchConfig, Memory};
-use hologram_isa::semantics::Value;
 use hologram_isa::{ParamKind, Type};
+
+use hologram_core::named_args::{bind_by_name, parse_scalar};
 
 use crate::error::CliError;
 use crate::npy;
@@ -62,6 +63,40 @@ fn split_binding<'a>(text: &'a str, flag: &str) -> Result<(&'a str, &'a str), Cl
         .ok_or_else(|| CliError::Usage(format!("--{flag} takes NAME=VALUE; got '{text}'")))
 }
 
+/// The bytes a buffer parameter starts with: `@file.npy` or `zeros:N`.
+fn buffer_bytes(name: &str, elem: Type, value: &str) -> Result<Vec<u8>, CliError> {
+    if let Some(file) = value.strip_prefix('@') {
+        let arr = npy::read(std::path::Path::new(file))?;
+        if arr.ty != elem {
+            return Err(CliError::Usage(format!(
+                "{file} holds {} but parameter '{name}' is a buffer of {elem}",
+                arr.ty
+            )));
+        }
+        Ok(arr.data)
+    } else if let Some(n) = value.strip_prefix("zeros:") {
+        let n: usize = n
+            .parse()
+            .map_err(|_| CliError::Usage(format!("zeros:{n} needs a count")))?;
+        Ok(vec![0u8; n * elem.size_bytes()])
+    } else {
+        Err(CliError::Usage(format!(
+            "parameter '{name}' is a buffer: bind it with {name}=@file.npy or {name}=zeros:N"
+        )))
+    }
+}
+
+/// A binding error as the command line says it: `--arg NAME=...` for a missing parameter.
+fn usage_text(message: String) -> String {
+    match message.strip_prefix("missing an argument") {
+        Some(rest) => {
+            let name = rest.split('\'').nth(1).unwrap_or("NAME");
+            format!("missing --arg {name}=... (an argument{rest})")
+        }
+        None => message,
+    }
+}
+
 struct Bound {
     name: String,
     ty: Type,
@@ -79,84 +114,50 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
         // undefined behaviour. Only this process's memory is at stake.
         config = unsafe { config.without_bounds_checks() };
     }
-    let mut given = std::collections::HashMap::new();
+    let mut given = Vec::new();
     for b in &a.args {
         let (name, value) = split_binding(b, "arg")?;
-        if given.insert(name.to_string(), value.to_string()).is_some() {
-            return Err(CliError::Usage(format!("'{name}' is bound twice")));
-        }
-    }
-    for name in given.keys() {
-        if kernel.params.iter().all(|p| &p.name != name) {
-            let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
-            return Err(CliError::Usage(format!(
-                "kernel '{}' has no parameter '{name}' (it has {})",
-                kernel.name,
-                names.join(", ")
-            )));
-        }
+        given.push((name.to_string(), value));
     }
     let backend = exec.backend();
-    let mut args = Vec::new();
     let mut bound: Vec<Bound> = Vec::new();
-    for p in &kernel.params {
-        let value = given.get(&p.name).ok_or_else(|| {
-            CliError::Usage(format!(
-                "missing --arg {}=... for parameter '{}'",
-                p.name, p.name
-            ))
-        })?;
-        match p.kind {
-            ParamKind::Scalar(ty) => {
-                let v = Value::parse(ty, value).ok_or_else(|| {
-                    CliError::Usage(format!(
-                        "'{value}' is not a valid {ty} for parameter '{}'",
-                        p.name
-                    ))
-                })?;
-                args.push(KernelArg::Scalar(v));
-            }
-            ParamKind::Buffer { elem, .. } => {
-                let bytes = if let Some(file) = value.strip_prefix('@') {
-                    let arr = npy::read(std::path::Path::new(file))?;
-                    if arr.ty != elem {
-                        return Err(CliError::Usage(format!(
-                            "{file} holds {} but parameter '{}' is a buffer of {elem}",
-                            arr.ty, p.name
-                        )));
-                    }
-                    arr.data
-                } else if let Some(n) = value.strip_prefix("zeros:") {
-                    let n: usize = n
-                        .parse()
-                        .map_err(|_| CliError::Usage(format!("zeros:{n} needs a count")))?;
-                    vec![0u8; n * elem.size_bytes()]
-                } else {
-                    return Err(CliError::Usage(format!(
-                        "parameter '{}' is a buffer: bind it with {}=@file.npy or {}=zeros:N",
-                        p.name, p.name, p.name
-                    )));
-                };
-                let memory = backend
-                    .allocate(bytes.len())
-                    .map_err(hologram_core::Error::from)?;
-                backend
-                    .copy_in(&memory, 0, &bytes)
-                    .map_err(hologram_core::Error::from)?;
-                args.push(KernelArg::Buffer(BufferArg {
-                    memory: memory.clone(),
-                    offset: 0,
-                    len: bytes.len(),
-                }));
-                bound.push(Bound {
-                    name: p.name.clone(),
-                    ty: elem,
-                    memory,
-                    initial: bytes,
-                });
-            }
+    // File and usage problems inside the conversion are kept here (the binder's errors are the
+    // core's); the first one is reported as it is.
+    let mut usage: Option<CliError> = None;
+    let bind = bind_by_name(&kernel, given, |p, value| match p.kind {
+        ParamKind::Scalar(ty) => Ok(KernelArg::Scalar(parse_scalar(&p.name, ty, value)?)),
+        ParamKind::Buffer { elem, .. } => {
+            let bytes = match buffer_bytes(&p.name, elem, value) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    usage = Some(e);
+                    return Err(hologram_core::Error::InvalidArgument(String::new()));
+                }
+            };
+            let memory = backend.allocate(bytes.len())?;
+            backend.copy_in(&memory, 0, &bytes)?;
+            let arg = KernelArg::Buffer(BufferArg {
+                memory: memory.clone(),
+                offset: 0,
+                len: bytes.len(),
+            });
+            bound.push(Bound {
+                name: p.name.clone(),
+                ty: elem,
+                memory,
+                initial: bytes,
+            });
+            Ok(arg)
         }
-    }
+    });
+    let args = match (bind, usage) {
+        (_, Some(e)) => return Err(e),
+        (Ok(args), None) => args,
+        (Err(hologram_core::Error::InvalidArgument(m)), None) => {
+            return Err(CliError::Usage(usage_text(m)))
+        }
+        (Err(e), None) => return Err(e.into()),
+    };
     let mut outs = Vec::new();
     for o in &a.outs {
         let (name, file) = split_binding(o, "out")?;
