@@ -212,7 +212,7 @@ class Tensor:
 
     def __neg__(self): return _wrap(self._t.unary("neg"))
     def __abs__(self): return _wrap(self._t.unary("abs"))
-    def __invert__(self): return _wrap(self._t.unary("not"))
+    def __invert__(self): return _wrap(self._t.unary("logical_not"))
     def __pos__(self): return self
 
     def __matmul__(self, o): return matmul(self, o)

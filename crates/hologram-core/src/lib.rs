@@ -48,6 +48,7 @@ mod error;
 mod executor;
 mod kernels;
 pub mod named_args;
+mod op_names;
 pub mod ops;
 pub mod plan;
 mod storage;

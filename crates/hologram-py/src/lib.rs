@@ -39,6 +39,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(executor::backends, m)?)?;
     m.add_function(wrap_pyfunction!(executor::default_backend, m)?)?;
     m.add_function(wrap_pyfunction!(executor::backend_status, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::op_names, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(executor::cuda_device_count, m)?)?;
     #[cfg(feature = "cuda")]

@@ -66,58 +66,13 @@ pub fn operand(obj: &Bound<'_, PyAny>) -> PyRes<Operand> {
 }
 
 fn unary_fn(name: &str) -> PyRes<UnaryFn> {
-    use UnaryFn::*;
-    Ok(match name {
-        "abs" => Abs,
-        "neg" => Neg,
-        "sqrt" => Sqrt,
-        "rsqrt" => Rsqrt,
-        "exp" => Exp,
-        "log" => Log,
-        "sin" => Sin,
-        "cos" => Cos,
-        "tan" => Tan,
-        "tanh" => Tanh,
-        "sigmoid" => Sigmoid,
-        "relu" => Relu,
-        "gelu" => Gelu,
-        "silu" => Silu,
-        "erf" => Erf,
-        "floor" => Floor,
-        "ceil" => Ceil,
-        "round" => Round,
-        "trunc" => Trunc,
-        "logical_not" | "not" => Not,
-        "reciprocal" => Recip,
-        "square" => Square,
-        _ => {
-            return Err(ValidationError::new_err(format!(
-                "unknown unary op '{name}'"
-            )))
-        }
-    })
+    UnaryFn::from_name(name)
+        .ok_or_else(|| ValidationError::new_err(format!("unknown unary op '{name}'")))
 }
 
 fn binary_fn(name: &str) -> PyRes<BinaryFn> {
-    use BinaryFn::*;
-    Ok(match name {
-        "add" => Add,
-        "sub" => Sub,
-        "mul" => Mul,
-        "div" => Div,
-        "rem" => Rem,
-        "pow" => Pow,
-        "minimum" => Min,
-        "maximum" => Max,
-        "and" => And,
-        "or" => Or,
-        "xor" => Xor,
-        _ => {
-            return Err(ValidationError::new_err(format!(
-                "unknown binary op '{name}'"
-            )))
-        }
-    })
+    BinaryFn::from_name(name)
+        .ok_or_else(|| ValidationError::new_err(format!("unknown binary op '{name}'")))
 }
 
 fn cmp_op(name: &str) -> PyRes<CmpOp> {
@@ -126,18 +81,30 @@ fn cmp_op(name: &str) -> PyRes<CmpOp> {
 }
 
 fn reduce_op(name: &str) -> PyRes<ReduceOp> {
-    Ok(match name {
-        "sum" => ReduceOp::Sum,
-        "mean" => ReduceOp::Mean,
-        "prod" => ReduceOp::Prod,
-        "max" => ReduceOp::Max,
-        "min" => ReduceOp::Min,
-        _ => {
-            return Err(ValidationError::new_err(format!(
-                "unknown reduction '{name}'"
-            )))
-        }
-    })
+    // argmax/argmin have their own methods (they return indices).
+    ReduceOp::from_name(name)
+        .filter(|op| !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin))
+        .ok_or_else(|| ValidationError::new_err(format!("unknown reduction '{name}'")))
+}
+
+/// The op names `Tensor.unary`, `Tensor.binary` and `Tensor.reduce` accept (with aliases), from
+/// the core's one table: `{"unary": [...], "binary": [...], "reduce": [...]}`.
+#[pyfunction]
+pub fn op_names(py: Python<'_>) -> PyRes<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(
+        "unary",
+        UnaryFn::ALL.iter().map(|f| f.name()).collect::<Vec<_>>(),
+    )?;
+    d.set_item(
+        "binary",
+        BinaryFn::ALL.iter().map(|f| f.name()).collect::<Vec<_>>(),
+    )?;
+    let reductions = ReduceOp::ALL
+        .iter()
+        .filter(|op| !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin));
+    d.set_item("reduce", reductions.map(|op| op.name()).collect::<Vec<_>>())?;
+    Ok(d)
 }
 
 fn wrap(t: hologram_core::Result<Tensor>) -> PyRes<PyTensor> {
