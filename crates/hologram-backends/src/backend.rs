@@ -332,29 +332,6 @@ pub trait Backend: Send + Sync {
         0
     }
 
-    /// The stream this backend queues work on, as DLPack spells CUDA streams (an integer
-    /// handle); `None` for backends whose work is not on a CUDA stream.
-    fn dlpack_stream(&self) -> Option<u64> {
-        None
-    }
-
-    /// Makes work queued later on the CUDA stream `consumer` (a DLPack stream integer: 1 is the
-    /// legacy default stream, 2 the per-thread one) wait for all work queued on this backend so
-    /// far, without blocking the host. Backends with synchronous or non-CUDA work do nothing.
-    fn order_before(&self, consumer: u64) -> Result<()> {
-        let _ = consumer;
-        Ok(())
-    }
-
-    /// Makes work queued on this backend from now on wait for all work queued so far on the
-    /// CUDA stream `producer` (a DLPack stream integer), without blocking the host: the reverse
-    /// of [`Backend::order_before`], for importing another library's results once per batch of
-    /// tensors. Backends with synchronous or non-CUDA work do nothing.
-    fn order_after(&self, producer: u64) -> Result<()> {
-        let _ = producer;
-        Ok(())
-    }
-
     /// True when the device flushes `f32` (and `bf16`, computed in `f32`) subnormal operands and
     /// results to zero, which WGSL and Vulkan permit and no portable shader can turn off (the
     /// wgpu backend finds out with a probe kernel). Kernels then differ from the ISA's rule
@@ -378,9 +355,94 @@ pub trait Backend: Send + Sync {
         BackendStats::default()
     }
 
+    /// The backend's library operations (GEMM, convolution), if it has any; `None` (the
+    /// default) runs them as generic kernels.
+    fn library(&self) -> Option<&dyn Library> {
+        None
+    }
+
+    /// Sharing memory and streams with other libraries, where the backend can; `None` (the
+    /// default) for backends whose memory no other library addresses.
+    fn interop(&self) -> Option<&dyn Interop> {
+        None
+    }
+}
+
+impl From<Value> for KernelArg {
+    fn from(v: Value) -> Self {
+        KernelArg::Scalar(v)
+    }
+}
+
+/// Library operations (GEMM, convolution) that a backend runs with vendor or hand-tuned code
+/// instead of generic Atlas ISA kernels: a CPU GEMM crate, cuBLAS and cuDNN, the WGSL GEMM.
+/// A backend offers them through [`Backend::library`]; callers go through the methods on
+/// `dyn Backend` ([`gemm`](trait.Backend.html#method.gemm), ...), which fall back to the generic
+/// kernels of [`crate::library`] where a backend has no library.
+pub trait Library: Send + Sync {
+    /// `C = alpha · op(A) · op(B) + beta · C` (see [`GemmDesc`]).
+    fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()>;
+
+    /// Whether [`Library::conv`] runs this pass of this convolution with a vendor library
+    /// (cuDNN on CUDA). The default says no: callers lower the convolution to `im2col` and GEMM.
+    fn supports_conv(
+        &self,
+        desc: &crate::library::ConvDesc,
+        pass: crate::library::ConvPass,
+    ) -> bool {
+        let _ = (desc, pass);
+        false
+    }
+
+    /// Runs one pass of a convolution (operands as [`crate::library::ConvPass`] lists them; the
+    /// output is overwritten). Only called where [`Library::supports_conv`] said yes.
+    fn conv(
+        &self,
+        desc: &crate::library::ConvDesc,
+        pass: crate::library::ConvPass,
+        a: &BufferArg,
+        b: &BufferArg,
+        out: &BufferArg,
+    ) -> Result<()> {
+        let _ = (desc, pass, a, b, out);
+        Err(crate::error::BackendError::Unsupported {
+            kernel: "conv2d".into(),
+            feature: "a convolution library".into(),
+            device: "this backend".into(),
+        })
+    }
+}
+
+/// Sharing memory and streams with other libraries (DLPack, PyTorch, CuPy): reached through
+/// [`Backend::interop`] (the core's `Executor::interop`), offered by backends whose memory other
+/// libraries can address (the CPU's host memory, CUDA device memory).
+pub trait Interop: Send + Sync {
+    /// The stream this backend queues work on, as DLPack spells CUDA streams (an integer
+    /// handle); `None` for backends whose work is not on a CUDA stream.
+    fn dlpack_stream(&self) -> Option<u64> {
+        None
+    }
+
+    /// Makes work queued later on the CUDA stream `consumer` (a DLPack stream integer: 1 is the
+    /// legacy default stream, 2 the per-thread one) wait for all work queued on this backend so
+    /// far, without blocking the host. Backends with synchronous or non-CUDA work do nothing.
+    fn order_before(&self, consumer: u64) -> Result<()> {
+        let _ = consumer;
+        Ok(())
+    }
+
+    /// Makes work queued on this backend from now on wait for all work queued so far on the
+    /// CUDA stream `producer` (a DLPack stream integer), without blocking the host: the reverse
+    /// of [`Interop::order_before`], for importing another library's results once per batch of
+    /// tensors. Backends with synchronous or non-CUDA work do nothing.
+    fn order_after(&self, producer: u64) -> Result<()> {
+        let _ = producer;
+        Ok(())
+    }
+
     /// Wraps memory allocated by someone else (zero-copy interop, e.g. DLPack): `address` is a
     /// host pointer on the CPU backend and a device pointer on CUDA; `owner` is kept alive as
-    /// long as the returned memory is. The default says the backend cannot import memory.
+    /// long as the returned memory is.
     ///
     /// # Safety
     /// - `address..address + bytes` must be memory of this backend's device (host memory for the
@@ -398,35 +460,33 @@ pub trait Backend: Send + Sync {
         address: u64,
         bytes: usize,
         owner: MemoryOwner,
-    ) -> Result<Memory> {
-        let _ = (address, bytes, owner);
-        Err(crate::error::BackendError::Unsupported {
-            kernel: "import".into(),
-            feature: "importing external memory".into(),
-            device: self.info().name,
-        })
+    ) -> Result<Memory>;
+}
+
+/// The library operations as callers use them: the backend's [`Library`] where it has one, the
+/// generic Atlas ISA kernels otherwise.
+impl dyn Backend + '_ {
+    /// `C = alpha · op(A) · op(B) + beta · C` (see [`GemmDesc`]).
+    pub fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
+        match self.library() {
+            Some(library) => library.gemm(desc, a, b, c),
+            None => crate::library::gemm::generic_gemm(self, desc, a, b, c),
+        }
     }
 
-    /// `C = alpha · op(A) · op(B) + beta · C` (see [`GemmDesc`]). The default runs the generic
-    /// Atlas ISA kernel; backends override it with a library (a CPU GEMM crate, cuBLAS).
-    fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
-        crate::library::gemm::generic_gemm(self, desc, a, b, c)
-    }
-
-    /// Whether [`Backend::conv`] runs this pass of this convolution with a vendor library
-    /// (cuDNN on CUDA). The default says no: callers lower the convolution to `im2col` and GEMM.
-    fn supports_conv(
+    /// Whether [`conv`](#method.conv) runs this pass of this convolution with a vendor library;
+    /// where not, callers lower the convolution to `im2col` and GEMM.
+    pub fn supports_conv(
         &self,
         desc: &crate::library::ConvDesc,
         pass: crate::library::ConvPass,
     ) -> bool {
-        let _ = (desc, pass);
-        false
+        self.library().is_some_and(|l| l.supports_conv(desc, pass))
     }
 
-    /// Runs one pass of a convolution (operands as [`crate::library::ConvPass`] lists them; the
-    /// output is overwritten). Only called where [`Backend::supports_conv`] said yes.
-    fn conv(
+    /// Runs one pass of a convolution with the backend's library (only where
+    /// [`supports_conv`](#method.supports_conv) said yes).
+    pub fn conv(
         &self,
         desc: &crate::library::ConvDesc,
         pass: crate::library::ConvPass,
@@ -434,17 +494,13 @@ pub trait Backend: Send + Sync {
         b: &BufferArg,
         out: &BufferArg,
     ) -> Result<()> {
-        let _ = (desc, pass, a, b, out);
-        Err(crate::error::BackendError::Unsupported {
-            kernel: "conv2d".into(),
-            feature: "a convolution library".into(),
-            device: self.info().name,
-        })
-    }
-}
-
-impl From<Value> for KernelArg {
-    fn from(v: Value) -> Self {
-        KernelArg::Scalar(v)
+        match self.library() {
+            Some(library) => library.conv(desc, pass, a, b, out),
+            None => Err(crate::error::BackendError::Unsupported {
+                kernel: "conv2d".into(),
+                feature: "a convolution library".into(),
+                device: self.info().name,
+            }),
+        }
     }
 }

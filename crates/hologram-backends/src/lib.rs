@@ -41,7 +41,7 @@ pub mod wgpu;
 
 pub use backend::{
     Backend, BackendStats, BufferArg, Capabilities, CompiledKernel, DeviceInfo, DeviceMemory,
-    KernelArg, LaunchConfig, Memory, MemoryOwner, Replay,
+    Interop, KernelArg, LaunchConfig, Library, Memory, MemoryOwner, Replay,
 };
 pub use backend_type::BackendType;
 pub use cpu::CpuBackend;

@@ -173,6 +173,12 @@ impl Executor {
         &self.inner.backend
     }
 
+    /// Sharing memory and streams with other libraries (DLPack: PyTorch, CuPy, NumPy), where
+    /// the backend can: the CPU (host memory) and CUDA (device memory, streams); `None` on wgpu.
+    pub fn interop(&self) -> Option<&dyn hologram_backends::Interop> {
+        self.inner.backend.interop()
+    }
+
     /// The device.
     pub fn info(&self) -> DeviceInfo {
         self.inner.backend.info()
@@ -277,7 +283,7 @@ impl Executor {
     }
 
     /// Runs one convolution pass through the backend's library (see
-    /// [`hologram_backends::Backend::supports_conv`]); recorded when a plan is being recorded.
+    /// [`hologram_backends::Library::supports_conv`]); recorded when a plan is being recorded.
     pub fn conv(
         &self,
         desc: &hologram_backends::ConvDesc,

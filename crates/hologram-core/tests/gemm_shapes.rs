@@ -1,4 +1,4 @@
-//! `Backend::gemm` on awkward descriptors, on every backend of `HOLOGRAM_TEST_BACKENDS`: sizes
+//! `Library::gemm` on awkward descriptors, on every backend of `HOLOGRAM_TEST_BACKENDS`: sizes
 //! off every tile edge (1×1×1, 65×33×17, sizes just past 128), all four transposes, padded
 //! leading dimensions, batches with gaps between matrices, ranges at aligned and unaligned
 //! offsets inside larger buffers, alpha/beta (C unread when beta is 0), k = 0, and

@@ -205,7 +205,7 @@ pub fn import(
                 .extract::<(i32, i32)>()
                 .is_ok_and(|(t, _)| t == CUDA);
         match cuda
-            .and_then(|e| e.backend().dlpack_stream())
+            .and_then(|e| e.interop().and_then(|i| i.dlpack_stream()))
             .filter(|_| on_cuda)
         {
             Some(stream) => {
@@ -309,16 +309,19 @@ pub fn import(
             dtype.size()
         )));
     }
+    let interop = exec.interop().ok_or_else(|| {
+        crate::errors::to_py(hologram_core::Error::InvalidArgument(format!(
+            "the {} backend cannot use memory of other libraries (DLPack); copy through NumPy",
+            exec.backend_type()
+        )))
+    })?;
     // SAFETY: a consumed "dltensor" capsule gives us the producer's memory: `bytes` (the span
     // of the tensor's shape and strides) at `address` are allocated on the device the capsule
     // names, which was matched to `exec` above, and stay so until `owner` calls the deleter.
     // Unversioned DLPack has no read-only flag, so producers only export writable memory
     // (NumPy refuses read-only arrays). Concurrent writes by the producer while hologram uses
     // the tensor are the caller's to avoid, as with any DLPack consumer (PyTorch, NumPy).
-    let memory = unsafe {
-        exec.backend()
-            .import_memory(address, bytes, Box::new(owner))
-    }
-    .map_err(|e| crate::errors::to_py(e.into()))?;
+    let memory = unsafe { interop.import_memory(address, bytes, Box::new(owner)) }
+        .map_err(|e| crate::errors::to_py(e.into()))?;
     Tensor::from_external(exec, memory, dtype, layout).py()
 }

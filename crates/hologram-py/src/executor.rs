@@ -62,16 +62,16 @@ impl PyExecutor {
     /// Makes this executor's later work wait for everything queued so far on the CUDA stream
     /// `stream` (an integer handle), without blocking the host. No-op off CUDA.
     fn order_after_stream(&self, py: Python<'_>, stream: u64) -> PyRes<()> {
-        let backend = self.e.backend().clone();
-        py.detach(|| backend.order_after(stream))
+        let exec = self.e.clone();
+        py.detach(|| exec.interop().map_or(Ok(()), |i| i.order_after(stream)))
             .map_err(|e| to_py(e.into()))
     }
 
     /// Makes later work on the CUDA stream `stream` wait for everything queued so far on this
     /// executor, without blocking the host. No-op off CUDA.
     fn order_before_stream(&self, py: Python<'_>, stream: u64) -> PyRes<()> {
-        let backend = self.e.backend().clone();
-        py.detach(|| backend.order_before(stream))
+        let exec = self.e.clone();
+        py.detach(|| exec.interop().map_or(Ok(()), |i| i.order_before(stream)))
             .map_err(|e| to_py(e.into()))
     }
 

@@ -792,9 +792,9 @@ impl PyTensor {
         };
         let out = crate::dlpack::export(py, &self.t)?;
         if let Some(c) = consumer {
-            let backend = self.t.executor().backend().clone();
-            if backend.dlpack_stream().is_some() {
-                py.detach(|| backend.order_before(c as u64))
+            let exec = self.t.executor().clone();
+            if let Some(interop) = exec.interop().filter(|i| i.dlpack_stream().is_some()) {
+                py.detach(|| interop.order_before(c as u64))
                     .map_err(|e| crate::errors::to_py(e.into()))?;
             }
         }

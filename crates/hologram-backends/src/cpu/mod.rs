@@ -347,19 +347,16 @@ impl Backend for CpuBackend {
         }
     }
 
-    unsafe fn import_memory(
-        &self,
-        address: u64,
-        bytes: usize,
-        owner: crate::backend::MemoryOwner,
-    ) -> Result<Memory> {
-        // SAFETY: `CpuMemory::import` asks what this function's own contract asks of the
-        // caller: host memory that stays valid and writable while `owner` lives.
-        Ok(Arc::new(unsafe {
-            CpuMemory::import(address, bytes, owner)?
-        }))
+    fn library(&self) -> Option<&dyn crate::backend::Library> {
+        Some(self)
     }
 
+    fn interop(&self) -> Option<&dyn crate::backend::Interop> {
+        Some(self)
+    }
+}
+
+impl crate::backend::Library for CpuBackend {
     fn gemm(
         &self,
         desc: &crate::library::GemmDesc,
@@ -372,6 +369,21 @@ impl Backend for CpuBackend {
                 .entered();
         bump(&self.counters.library_launches, 1);
         gemm::gemm(desc, a, b, c)
+    }
+}
+
+impl crate::backend::Interop for CpuBackend {
+    unsafe fn import_memory(
+        &self,
+        address: u64,
+        bytes: usize,
+        owner: crate::backend::MemoryOwner,
+    ) -> Result<Memory> {
+        // SAFETY: `CpuMemory::import` asks what this function's own contract asks of the
+        // caller: host memory that stays valid and writable while `owner` lives.
+        Ok(Arc::new(unsafe {
+            CpuMemory::import(address, bytes, owner)?
+        }))
     }
 }
 

@@ -11,7 +11,7 @@ use hologram_compiler::Canonical;
 use hologram_isa::semantics::Value;
 
 use super::CpuBackend;
-use crate::backend::{Backend, BufferArg, KernelArg, LaunchConfig, Memory};
+use crate::backend::{Backend, BufferArg, Interop, KernelArg, LaunchConfig, Library, Memory};
 use crate::error::BackendError;
 
 fn compile(b: &CpuBackend, text: &str) -> crate::CompiledKernel {

@@ -523,17 +523,6 @@ impl Backend for CudaBackend {
         Some(self)
     }
 
-    fn dlpack_stream(&self) -> Option<u64> {
-        Some(self.dev.stream as u64)
-    }
-
-    fn order_before(&self, consumer: u64) -> Result<()> {
-        self.stream_wait(self.dev.stream, consumer as sys::CUstream)
-    }
-
-    fn order_after(&self, producer: u64) -> Result<()> {
-        self.stream_wait(producer as sys::CUstream, self.dev.stream)
-    }
     fn synchronize(&self) -> Result<()> {
         self.usable()?;
         self.dev.bind()?;
@@ -541,24 +530,16 @@ impl Backend for CudaBackend {
         self.take_error()
     }
 
-    unsafe fn import_memory(
-        &self,
-        address: u64,
-        bytes: usize,
-        owner: MemoryOwner,
-    ) -> Result<Memory> {
-        if address == 0 {
-            return Err(BackendError::InvalidArgument {
-                kernel: "import".into(),
-                reason: "a null device pointer".into(),
-            });
-        }
-        // SAFETY: this function's contract is `CudaMemory::import`'s.
-        Ok(Arc::new(unsafe {
-            CudaMemory::import(&self.dev, address, bytes, owner)
-        }))
+    fn library(&self) -> Option<&dyn crate::backend::Library> {
+        Some(self)
     }
 
+    fn interop(&self) -> Option<&dyn crate::backend::Interop> {
+        Some(self)
+    }
+}
+
+impl crate::backend::Library for CudaBackend {
     fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
         desc.check(a, b, c)?;
         if desc.m == 0 || desc.n == 0 || desc.batch == 0 {
@@ -614,6 +595,38 @@ impl Backend for CudaBackend {
             }
             Err(e) => Err(BackendError::Device(format!("cuDNN unusable: {e}"))),
         }
+    }
+}
+
+impl crate::backend::Interop for CudaBackend {
+    fn dlpack_stream(&self) -> Option<u64> {
+        Some(self.dev.stream as u64)
+    }
+
+    fn order_before(&self, consumer: u64) -> Result<()> {
+        self.stream_wait(self.dev.stream, consumer as sys::CUstream)
+    }
+
+    fn order_after(&self, producer: u64) -> Result<()> {
+        self.stream_wait(producer as sys::CUstream, self.dev.stream)
+    }
+
+    unsafe fn import_memory(
+        &self,
+        address: u64,
+        bytes: usize,
+        owner: MemoryOwner,
+    ) -> Result<Memory> {
+        if address == 0 {
+            return Err(BackendError::InvalidArgument {
+                kernel: "import".into(),
+                reason: "a null device pointer".into(),
+            });
+        }
+        // SAFETY: this function's contract is `CudaMemory::import`'s.
+        Ok(Arc::new(unsafe {
+            CudaMemory::import(&self.dev, address, bytes, owner)
+        }))
     }
 }
 

@@ -55,7 +55,7 @@ impl CudaMemory {
     /// this value.
     ///
     /// # Safety
-    /// As for [`Backend::import_memory`](crate::Backend::import_memory): `address..address +
+    /// As for [`Interop::import_memory`](crate::Interop::import_memory): `address..address +
     /// bytes` is memory of `dev`'s context, valid while `owner` lives.
     pub(crate) unsafe fn import(
         dev: &Device,

@@ -1,5 +1,5 @@
 //! 2-D convolutions a vendor library runs (cuDNN on CUDA). Backends without one say so through
-//! [`crate::Backend::supports_conv`] and the caller lowers the convolution to `im2col` and GEMM.
+//! [`crate::Library::supports_conv`] and the caller lowers the convolution to `im2col` and GEMM.
 
 use hologram_isa::Type;
 

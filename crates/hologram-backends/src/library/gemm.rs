@@ -352,7 +352,7 @@ pub fn generic_gemm<B: Backend + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CpuBackend;
+    use crate::{CpuBackend, Library};
 
     #[test]
     fn kernels_assemble_for_every_type() {

@@ -350,23 +350,6 @@ impl Backend for WgpuBackend {
         launch::run(&self.gpu, self.owner, kern, &pipeline, config, args)
     }
 
-    /// f32 through the hand-written tiled kernel (`gemm.rs`), other types through the generic
-    /// kernel.
-    fn gemm(
-        &self,
-        desc: &GemmDesc,
-        a: &crate::backend::BufferArg,
-        b: &crate::backend::BufferArg,
-        c: &crate::backend::BufferArg,
-    ) -> Result<()> {
-        let ran_library =
-            super::gemm::gemm(self, &self.gpu, self.owner, &self.gemm, desc, a, b, c)?;
-        if ran_library {
-            self.library_launches.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
     fn flushes_f32_subnormals(&self) -> bool {
         self.flushes_f32_subnormals
     }
@@ -385,5 +368,28 @@ impl Backend for WgpuBackend {
 
     fn synchronize(&self) -> Result<()> {
         self.gpu.work.wait(&self.gpu)
+    }
+
+    fn library(&self) -> Option<&dyn crate::backend::Library> {
+        Some(self)
+    }
+}
+
+impl crate::backend::Library for WgpuBackend {
+    /// f32 through the hand-written tiled kernel (`gemm.rs`), other types through the generic
+    /// kernel.
+    fn gemm(
+        &self,
+        desc: &GemmDesc,
+        a: &crate::backend::BufferArg,
+        b: &crate::backend::BufferArg,
+        c: &crate::backend::BufferArg,
+    ) -> Result<()> {
+        let ran_library =
+            super::gemm::gemm(self, &self.gpu, self.owner, &self.gemm, desc, a, b, c)?;
+        if ran_library {
+            self.library_launches.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 }

@@ -3,7 +3,7 @@
 //! - vector add, f32, 2^28 elements: effective bandwidth (3 × 4 bytes per element), for a few
 //!   block sizes, bounds-checked and unchecked (the difference is the bounds check's cost);
 //! - tiny kernel: launch-to-completion latency (launch + synchronize of a one-lane kernel);
-//! - sgemm 4096: `Backend::gemm` (cuBLAS on CUDA), exact f32 and TF32.
+//! - sgemm 4096: `Library::gemm` (cuBLAS on CUDA), exact f32 and TF32.
 //!
 //! Bandwidth and GEMM time back-to-back launches, synchronizing once at the end; latency times
 //! each launch + synchronize.
