@@ -27,7 +27,7 @@ import torch
 
 import hologram as hg
 
-from . import direct, lowering
+from . import attention, direct, lowering
 from hologram import _native
 
 from ._bridge import ParameterViews, default_executor, export_native, parameter_memory
@@ -102,29 +102,15 @@ def _decompositions():
         aten.embedding_dense_backward, aten.hardswish, aten.hardswish_backward,
         aten.hardsigmoid, aten.hardsigmoid_backward,
     ]))
-    # Attention as matrix products and a softmax (the fused kernels of each torch backend are
-    # not ATen-level ops Hologram could run).
-    table[aten.scaled_dot_product_attention.default] = _sdpa
+    # Attention as one custom op node forward and one backward (hologram::sdpa, lowered to the
+    # core attention op); masks, dropout and grouped heads as matrix products and a softmax.
+    table[aten.scaled_dot_product_attention.default] = attention.decomposition
     # Ops Hologram runs as fused kernels rather than as their decompositions.
     for op in (aten.embedding.default, aten._softmax_backward_data.default,
                aten._log_softmax_backward_data.default, aten.gelu_backward.default,
                aten.native_layer_norm_backward.default):
         table.pop(op, None)
     return table
-
-
-def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    if dropout_p:
-        raise RuntimeError("hologram: attention dropout is not supported")
-    scale = scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
-    s = torch.matmul(q, k.transpose(-2, -1)) * scale
-    if is_causal:
-        L, S = q.shape[-2], k.shape[-2]
-        mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
-        s = s.masked_fill(~mask, float("-inf"))
-    if attn_mask is not None:
-        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
-    return torch.matmul(torch.softmax(s, dim=-1), v)
 
 
 def _view_base(n):
