@@ -84,36 +84,6 @@ fn check(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// True for a backend that lacks an instruction the fused kernel needs (f64 `exp` in WGSL):
-/// the ops then compose the same math from element-wise ops and reductions.
-fn unsupported(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Backend(hologram_backends::BackendError::Unsupported { .. })
-    )
-}
-
-/// The probabilities from `scores` composed of element-wise ops and a softmax (for backends
-/// without the fused kernel's instructions).
-fn composed_probs(scores: &Tensor, causal: bool, scale: f64) -> Result<Tensor> {
-    let mut z = scores.mul(scale)?;
-    if causal {
-        let (lq, lk) = (scores.shape()[2], scores.shape()[3]);
-        let bias: Vec<f32> = (0..lq * lk)
-            .map(|i| {
-                if i % lk > i / lk {
-                    f32::NEG_INFINITY
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        let bias = Tensor::from_slice(scores.executor(), &bias, &[lq, lk])?.cast(scores.dtype())?;
-        z = z.add(&bias)?;
-    }
-    z.softmax(-1)?.contiguous()
-}
-
 impl Tensor {
     /// Scaled dot-product attention `softmax(scale · Q·Kᵀ [causal mask]) · V` over
     /// `[B, H, L, D]` queries (`self`), keys and values of any strides (read in place). With
@@ -158,10 +128,7 @@ impl Tensor {
             })?;
             extra.push(KernelArg::Scalar(Value::U32(qlen)));
         }
-        let probs = match rows::run_into(op, &[&scores], &probs, &extra) {
-            Err(e) if unsupported(&e) => composed_probs(&scores, causal, scale)?,
-            r => r.map(|()| probs)?,
-        };
+        rows::run_into(op, &[&scores], &probs, &extra)?;
         drop(scores);
         gemm_views(&probs, v, &output, 1.0, precision)?;
         Ok(Attention {
@@ -222,17 +189,12 @@ impl Tensor {
         gemm_views(grad, &v.transpose(2, 3)?, &dp, 1.0, precision)?;
         let ds = Tensor::uninit(q.executor(), &[b, h, lq, lk], q.dtype())?;
         let probs = probs.contiguous()?;
-        let ds = match rows::run_into(
+        rows::run_into(
             RowOp::AttentionSoftmaxBackward,
             &[&probs, &dp],
             &ds,
             &[scale_arg(q.dtype(), scale)],
-        ) {
-            Err(e) if unsupported(&e) => Tensor::softmax_backward(&probs, &dp, -1)?
-                .mul(scale)?
-                .contiguous()?,
-            r => r.map(|()| ds)?,
-        };
+        )?;
         drop(dp);
         gemm_views(&ds, k, &dq, 1.0, precision)?;
         gemm_views(&ds.transpose(2, 3)?, q, &dk, 1.0, precision)?;
