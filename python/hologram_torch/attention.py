@@ -11,6 +11,8 @@ view in the traced graph.
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 aten = torch.ops.aten
@@ -111,3 +113,31 @@ def decomposition(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
     if attn_mask is not None:
         s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
     return torch.matmul(torch.softmax(s, dim=-1), v)
+
+
+def drop_unused_probabilities(gm: torch.fx.GraphModule) -> None:
+    """Tells every :func:`sdpa` node of ``gm`` whose probabilities nothing reads (an inference
+    graph: AOTAutograd traces with grad mode on, so the decomposition cannot tell) not to keep
+    them."""
+    changed = False
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target is not sdpa_op or n.args[5] is False:
+            continue
+        if not any(u.target is operator.getitem and u.args[1] == 1 and u.users for u in n.users):
+            n.args = n.args[:5] + (False,)
+            changed = True
+    if changed:
+        gm.recompile()
+
+
+class OneOp(torch.overrides.TorchFunctionMode):
+    """While active, ``F.scaled_dot_product_attention`` calls go to :func:`decomposition`.
+    AOTAutograd and ``make_fx`` trace under it: the attention op reaches them as a composite op
+    that autograd would expand (and the math backend would build its mask and row checks from
+    element-wise ops and reductions) before any decomposition table is consulted."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch._C._nn.scaled_dot_product_attention:
+            return decomposition(*args, **kwargs)
+        return func(*args, **kwargs)

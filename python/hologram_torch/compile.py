@@ -120,6 +120,28 @@ def _view_base(n):
     return n
 
 
+def _traced_contiguous(n) -> bool:
+    """True unless the trace gave node ``n`` a non-contiguous tensor value."""
+    v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+    return not isinstance(v, torch.Tensor) or v.is_contiguous()
+
+
+def _plan_base(n):
+    """The node whose value a plan returns for output ``n``: the base of its chain of view
+    ops, or, where the trace gave that base strides of its own (an op that returns a permuted
+    view, like ``hologram::sdpa``), the first view above it with contiguous strides, so the
+    view ops torch replays on the result see the layout they were traced with."""
+    chain = [n]
+    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
+        n = n.args[0]
+        chain.append(n)
+    if not _traced_contiguous(chain[-1]):
+        for c in reversed(chain[:-1]):
+            if _traced_contiguous(c):
+                return c
+    return chain[-1]
+
+
 def _view_of_input(n):
     """True when node ``n`` is a chain of view ops over a graph input."""
     b = _view_base(n)
@@ -152,6 +174,7 @@ class _Graph:
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
         self.gm = gm
         self.kind = kind
+        attention.drop_unused_probabilities(gm)
         self.nodes = list(gm.graph.nodes)
         self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
         self.output = next(n for n in self.nodes if n.op == "output")
@@ -243,7 +266,7 @@ class _Signature:
         planned: dict = {}
         for o in graph.outs:
             if isinstance(o, torch.fx.Node) and not _view_of_input(o):
-                planned.setdefault(_view_base(o), len(planned))
+                planned.setdefault(_plan_base(o), len(planned))
         self.planned = planned
         used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
         self.inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
@@ -251,8 +274,8 @@ class _Signature:
         # (saved activations) and gradients; other values the user sees are copies.
         visible = set()
         for o in graph.outs[:graph.user_outputs]:
-            if isinstance(o, torch.fx.Node) and o in planned or _view_base(o) in planned:
-                visible.add(_view_base(o))
+            if isinstance(o, torch.fx.Node) and o in planned or _plan_base(o) in planned:
+                visible.add(_plan_base(o))
         self.copy_visible = [node not in visible for node in planned]
         # Gradients: autograd moves them into .grad (or adds them to it and lets them go), and
         # zero_grad() drops them before the next backward pass, so the plan's buffers are free
@@ -428,7 +451,7 @@ class _Signature:
                     _learn_geometry(geometry, args[p], r)
                 recipe.append(("input_view", p, o, geometry))
                 continue
-            i = self.planned[_view_base(o)]
+            i = self.planned[_plan_base(o)]
             base = torch_outs[i]
             if r is base:
                 recipe.append(("plan", i))
@@ -515,10 +538,12 @@ def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     made: list = []
-    # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's or
-    # cuDNN's fused kernels, which Hologram cannot run).
+    # Attention as one op (hologram::sdpa, see .attention), or where that does not apply as
+    # matrix products and a softmax; RNNs as their cells (not oneDNN's or cuDNN's fused
+    # kernels, which Hologram cannot run).
     with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
-            torch.backends.cudnn.flags(enabled=False), direct.eager_backward_lowering():
+            torch.backends.cudnn.flags(enabled=False), direct.eager_backward_lowering(), \
+            attention.OneOp():
         compiled = aot_module_simplified(
             gm,
             example_inputs,

@@ -24,17 +24,29 @@ import models  # noqa: E402  (bench/models.py)
 
 aten = torch.ops.aten
 
-# What the old decomposition of causal SDPA left in the graphs: the mask and a separate softmax.
+# What torch's math decomposition of causal SDPA left in the forward graph: the mask (and its
+# check for fully masked rows), copies for the batched products, a separate softmax.
 _MASK_AND_SOFTMAX = {aten.tril.default, aten.masked_fill.Scalar, aten.where.self, aten.ones.default,
-                     aten._softmax.default, aten._softmax_backward_data.default}
+                     aten.any.dim, aten.logical_and.default, aten.le.Scalar, aten.clone.default,
+                     aten.bmm.default, aten._softmax.default}
+_SOFTMAX_BACKWARD = {aten._softmax_backward_data.default, aten.bmm.default, aten.clone.default}
+
+_OLD_GRAPHS: set = set()
 
 
 @pytest.fixture(autouse=True)
 def fresh():
     torch._dynamo.reset()
     hologram_torch.reset_compile_stats()
+    _OLD_GRAPHS.clear()
+    _OLD_GRAPHS.update(id(g) for g in hg_compile._GRAPHS)
     yield
     torch._dynamo.reset()
+
+
+def graphs():
+    """The hologram backend's graphs made by this test."""
+    return [g for g in list(hg_compile._GRAPHS) if id(g) not in _OLD_GRAPHS]
 
 
 def rel(a, b):
@@ -44,7 +56,7 @@ def rel(a, b):
 def graph_targets():
     """``{kind: set of call targets}`` of the live graphs of the hologram backend."""
     out = {}
-    for g in list(hg_compile._GRAPHS):
+    for g in graphs():
         out.setdefault(g.kind, set()).update(n.target for n in g.nodes if n.op == "call_function")
     return out
 
@@ -69,14 +81,14 @@ def test_gpt_training_lowers_attention_to_one_op_and_matches_eager():
     assert_no_fallbacks()
     targets = graph_targets()
     layers = len(base.blocks)
-    fwd = [n for g in hg_compile._GRAPHS if g.kind == "forward" for n in g.nodes
+    fwd = [n for g in graphs() if g.kind == "forward" for n in g.nodes
            if n.op == "call_function" and n.target == hg_attention.sdpa_op]
-    bwd = [n for g in hg_compile._GRAPHS if g.kind == "backward" for n in g.nodes
+    bwd = [n for g in graphs() if g.kind == "backward" for n in g.nodes
            if n.op == "call_function" and n.target == hg_attention.sdpa_backward_op]
     assert len(fwd) == layers and len(bwd) == layers
     assert all(n.args[3] is True and n.args[5] is True for n in fwd)  # causal, probabilities kept
-    for kind, ts in targets.items():
-        assert not ts & _MASK_AND_SOFTMAX, (kind, ts & _MASK_AND_SOFTMAX)
+    assert not targets["forward"] & _MASK_AND_SOFTMAX, targets["forward"] & _MASK_AND_SOFTMAX
+    assert not targets["backward"] & _SOFTMAX_BACKWARD, targets["backward"] & _SOFTMAX_BACKWARD
     # The heads merge back as views: no copy of the attention output in the forward graph
     # between the op and the output projection.
     for n in fwd:
@@ -95,7 +107,7 @@ def test_gpt_inference_keeps_no_probabilities():
         ref, out = base(x), compiled(x)
     assert rel(out, ref) < 1e-4
     assert_no_fallbacks()
-    nodes = [n for g in hg_compile._GRAPHS for n in g.nodes
+    nodes = [n for g in graphs() for n in g.nodes
              if n.op == "call_function" and n.target == hg_attention.sdpa_op]
     assert nodes and all(n.args[5] is False for n in nodes)
 
@@ -142,7 +154,8 @@ def test_attention_with_a_mask_keeps_the_composed_form():
         out, ref = fn(x), _attend(x, 2, attn_mask=mask)
     assert rel(out, ref) < 1e-4
     assert_no_fallbacks()
-    assert hg_attention.sdpa_op not in graph_targets().get("inference", set())
+    targets = set().union(*graph_targets().values())
+    assert hg_attention.sdpa_op not in targets and aten._softmax.default in targets
 
 
 def test_custom_ops_run_in_eager_and_match_torch():
