@@ -27,7 +27,7 @@ import torch
 
 import hologram as hg
 
-from . import direct, lowering
+from . import attention, direct, lowering
 from hologram import _native
 
 from ._bridge import ParameterViews, default_executor, export_native, parameter_memory
@@ -102,9 +102,9 @@ def _decompositions():
         aten.embedding_dense_backward, aten.hardswish, aten.hardswish_backward,
         aten.hardsigmoid, aten.hardsigmoid_backward,
     ]))
-    # Attention as matrix products and a softmax (the fused kernels of each torch backend are
-    # not ATen-level ops Hologram could run).
-    table[aten.scaled_dot_product_attention.default] = _sdpa
+    # Attention as one custom op node forward and one backward (hologram::sdpa, lowered to the
+    # core attention op); masks, dropout and grouped heads as matrix products and a softmax.
+    table[aten.scaled_dot_product_attention.default] = attention.decomposition
     # Ops Hologram runs as fused kernels rather than as their decompositions.
     for op in (aten.embedding.default, aten._softmax_backward_data.default,
                aten._log_softmax_backward_data.default, aten.gelu_backward.default,
@@ -113,25 +113,33 @@ def _decompositions():
     return table
 
 
-def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    if dropout_p:
-        raise RuntimeError("hologram: attention dropout is not supported")
-    scale = scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
-    s = torch.matmul(q, k.transpose(-2, -1)) * scale
-    if is_causal:
-        L, S = q.shape[-2], k.shape[-2]
-        mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
-        s = s.masked_fill(~mask, float("-inf"))
-    if attn_mask is not None:
-        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
-    return torch.matmul(torch.softmax(s, dim=-1), v)
-
-
 def _view_base(n):
     """The node a chain of view ops starts from (``n`` itself when it is no view)."""
     while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
         n = n.args[0]
     return n
+
+
+def _traced_contiguous(n) -> bool:
+    """True unless the trace gave node ``n`` a non-contiguous tensor value."""
+    v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+    return not isinstance(v, torch.Tensor) or v.is_contiguous()
+
+
+def _plan_base(n):
+    """The node whose value a plan returns for output ``n``: the base of its chain of view
+    ops, or, where the trace gave that base strides of its own (an op that returns a permuted
+    view, like ``hologram::sdpa``), the first view above it with contiguous strides, so the
+    view ops torch replays on the result see the layout they were traced with."""
+    chain = [n]
+    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
+        n = n.args[0]
+        chain.append(n)
+    if not _traced_contiguous(chain[-1]):
+        for c in reversed(chain[:-1]):
+            if _traced_contiguous(c):
+                return c
+    return chain[-1]
 
 
 def _view_of_input(n):
@@ -166,6 +174,7 @@ class _Graph:
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
         self.gm = gm
         self.kind = kind
+        attention.drop_unused_probabilities(gm)
         self.nodes = list(gm.graph.nodes)
         self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
         self.output = next(n for n in self.nodes if n.op == "output")
@@ -257,7 +266,7 @@ class _Signature:
         planned: dict = {}
         for o in graph.outs:
             if isinstance(o, torch.fx.Node) and not _view_of_input(o):
-                planned.setdefault(_view_base(o), len(planned))
+                planned.setdefault(_plan_base(o), len(planned))
         self.planned = planned
         used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
         self.inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
@@ -265,8 +274,8 @@ class _Signature:
         # (saved activations) and gradients; other values the user sees are copies.
         visible = set()
         for o in graph.outs[:graph.user_outputs]:
-            if isinstance(o, torch.fx.Node) and o in planned or _view_base(o) in planned:
-                visible.add(_view_base(o))
+            if isinstance(o, torch.fx.Node) and o in planned or _plan_base(o) in planned:
+                visible.add(_plan_base(o))
         self.copy_visible = [node not in visible for node in planned]
         # Gradients: autograd moves them into .grad (or adds them to it and lets them go), and
         # zero_grad() drops them before the next backward pass, so the plan's buffers are free
@@ -442,7 +451,7 @@ class _Signature:
                     _learn_geometry(geometry, args[p], r)
                 recipe.append(("input_view", p, o, geometry))
                 continue
-            i = self.planned[_view_base(o)]
+            i = self.planned[_plan_base(o)]
             base = torch_outs[i]
             if r is base:
                 recipe.append(("plan", i))
@@ -529,10 +538,12 @@ def hologram_backend(gm: torch.fx.GraphModule, example_inputs):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     made: list = []
-    # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's or
-    # cuDNN's fused kernels, which Hologram cannot run).
+    # Attention as one op (hologram::sdpa, see .attention), or where that does not apply as
+    # matrix products and a softmax; RNNs as their cells (not oneDNN's or cuDNN's fused
+    # kernels, which Hologram cannot run).
     with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
-            torch.backends.cudnn.flags(enabled=False), direct.eager_backward_lowering():
+            torch.backends.cudnn.flags(enabled=False), direct.eager_backward_lowering(), \
+            attention.OneOp():
         compiled = aot_module_simplified(
             gm,
             example_inputs,

@@ -16,6 +16,8 @@ import torch
 
 import hologram as hg
 
+from . import attention
+
 aten = torch.ops.aten
 
 
@@ -496,6 +498,24 @@ def _softmax_backward(grad, out, dim, input_dtype):
 @_reg(aten._log_softmax_backward_data.default)
 def _log_softmax_backward(grad, out, dim, input_dtype):
     return hg.Tensor._wrap(out._t.softmax_backward(grad._t, int(dim), True))
+
+
+@_reg(attention.sdpa_op)
+def _sdpa(q, k, v, is_causal, scale, save_probs):
+    """``hologram::sdpa``: the core attention op (q, k, v read in place whatever their strides;
+    the output a ``[B, H, L, D]`` view of ``[B, L, H, D]`` storage)."""
+    tf32 = _tf32(torch.backends.cuda.matmul.allow_tf32)
+    out, probs = q._t.attention(k._t, v._t, bool(is_causal), float(scale), tf32, bool(save_probs))
+    if probs is None:
+        return hg.Tensor._wrap(out), _full((0,), 0.0, q.dtype)
+    return hg.Tensor._wrap(out), hg.Tensor._wrap(probs)
+
+
+@_reg(attention.sdpa_backward_op)
+def _sdpa_backward(grad, q, k, v, probs, scale):
+    tf32 = _tf32(torch.backends.cuda.matmul.allow_tf32)
+    dq, dk, dv = q._t.attention_backward(k._t, v._t, probs._t, grad._t, float(scale), tf32)
+    return hg.Tensor._wrap(dq), hg.Tensor._wrap(dk), hg.Tensor._wrap(dv)
 
 
 @_reg(aten.gelu_backward.default)

@@ -28,7 +28,7 @@ import hologram as hg
 from hologram import _native
 
 from . import compile as _compile
-from . import lowering
+from . import attention, lowering
 from ._bridge import default_executor, export_batch, import_batch
 
 
@@ -235,9 +235,9 @@ class TrainStep:
         traced = torch.func.functionalize(step, remove="mutations")
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        # Attention as matrix products and a softmax; RNNs as their cells (not oneDNN's kernels).
+        # Attention as one op (see .attention); RNNs as their cells (not oneDNN's kernels).
         with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
-                torch.backends.cudnn.flags(enabled=False):
+                torch.backends.cudnn.flags(enabled=False), attention.OneOp():
             gm = make_fx(traced, decomposition_table=_compile._decompositions())(
                 detached, [b.detach().clone() for b in buffers], state, sc, list(batch))  # tracing runs the ops: not on the real buffers
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

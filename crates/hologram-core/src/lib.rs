@@ -65,5 +65,5 @@ pub use executor::{Executor, ExecutorStats, KernelCacheStats};
 pub use hologram_backends::{
     BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
 };
-pub use ops::ReduceOp;
+pub use ops::{Attention, AttentionGrads, ReduceOp};
 pub use tensor::{BinaryFn, Tensor, UnaryFn};

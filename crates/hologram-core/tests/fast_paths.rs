@@ -199,3 +199,47 @@ fn row_kernels_run_natively() {
         }
     }
 }
+
+#[test]
+fn attention_kernels_run_natively() {
+    let exec = Executor::cpu();
+    let p = hologram_backends::GemmPrecision::Exact;
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        // Rows held in registers, and rows long enough to be read once per pass.
+        for l in [37, 700] {
+            // q, k, v: strided views of one [B, L, 3, H, D] projection.
+            let proj = input(&exec, &[2, l, 3, 2, 8], dtype);
+            let part = |w: usize| {
+                proj.slice(2, w, w + 1, 1)
+                    .unwrap()
+                    .squeeze(2)
+                    .unwrap()
+                    .permute(&[0, 2, 1, 3])
+                    .unwrap()
+            };
+            let (q, k, v) = (part(0), part(1), part(2));
+            let go = input(&exec, &[2, 2, l, 8], dtype);
+            let w = format!("{dtype:?} L={l}");
+            for causal in [false, true] {
+                assert_native(
+                    &format!("attention causal={causal} {w}"),
+                    paths(&exec, || {
+                        q.attention(&k, &v, causal, 0.3, p, false).unwrap().output
+                    }),
+                );
+            }
+            let probs = q
+                .attention(&k, &v, true, 0.3, p, true)
+                .unwrap()
+                .probs
+                .unwrap();
+            assert_native(
+                &format!("attention backward {w}"),
+                paths(&exec, || {
+                    let g = q.attention_backward(&k, &v, &probs, &go, 0.3, p).unwrap();
+                    g.dq.add(&g.dk).unwrap().add(&g.dv).unwrap()
+                }),
+            );
+        }
+    }
+}

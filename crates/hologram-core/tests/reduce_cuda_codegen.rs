@@ -42,12 +42,7 @@ fn templates() -> Vec<(String, Program)> {
             }
         }
     }
-    for op in [
-        RowOp::Softmax,
-        RowOp::LogSoftmax,
-        RowOp::SoftmaxBackward,
-        RowOp::LogSoftmaxBackward,
-    ] {
+    for op in RowOp::ALL {
         for s in [Type::F32, Type::F16, Type::BF16, Type::F64] {
             for (g, resident) in [(32, 0), (128, 0), (256, 0), (32, 3), (128, 8), (256, 16)] {
                 out.push((

@@ -537,6 +537,59 @@ impl PyTensor {
         })
     }
 
+    /// Scaled dot-product attention of `[B, H, L, D]` queries (`self`), keys and values (any
+    /// strides, read in place): `(output, probabilities or None)`; the probabilities are kept
+    /// only with `save_probs` (the backward op needs them).
+    #[pyo3(signature = (k, v, causal, scale, tf32 = false, save_probs = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        py: Python<'_>,
+        k: &PyTensor,
+        v: &PyTensor,
+        causal: bool,
+        scale: f64,
+        tf32: bool,
+        save_probs: bool,
+    ) -> PyRes<(PyTensor, Option<PyTensor>)> {
+        let (q, k, v) = (self.t.clone(), k.t.clone(), v.t.clone());
+        let p = precision(tf32);
+        let a = nogil(py, move || {
+            q.attention(&k, &v, causal, scale, p, save_probs)
+        })?;
+        Ok((PyTensor { t: a.output }, a.probs.map(|t| PyTensor { t })))
+    }
+
+    /// `(dq, dk, dv)` of [`attention`](Self::attention) from its saved probabilities and the
+    /// output's gradient.
+    #[pyo3(signature = (k, v, probs, grad, scale, tf32 = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &self,
+        py: Python<'_>,
+        k: &PyTensor,
+        v: &PyTensor,
+        probs: &PyTensor,
+        grad: &PyTensor,
+        scale: f64,
+        tf32: bool,
+    ) -> PyRes<(PyTensor, PyTensor, PyTensor)> {
+        let (q, k, v, pr, g) = (
+            self.t.clone(),
+            k.t.clone(),
+            v.t.clone(),
+            probs.t.clone(),
+            grad.t.clone(),
+        );
+        let p = precision(tf32);
+        let r = nogil(py, move || q.attention_backward(&k, &v, &pr, &g, scale, p))?;
+        Ok((
+            PyTensor { t: r.dq },
+            PyTensor { t: r.dk },
+            PyTensor { t: r.dv },
+        ))
+    }
+
     /// `(dx, dweight, dbias)` of layer norm over the last `normalized_dims` dims.
     #[pyo3(signature = (grad, normalized_dims, weight = None, eps = 1e-5))]
     fn layer_norm_backward(

@@ -17,6 +17,14 @@ use super::memops::ArrayView;
 use super::native_reduce::{fold, init, widen, Args, Ptr};
 use crate::backend::LaunchConfig;
 
+/// What the attention ops add to a row: the score scale, and the first masked column (`cols`
+/// when nothing is masked).
+#[derive(Clone, Copy)]
+struct Attention<A> {
+    scale: A,
+    limit: usize,
+}
+
 /// One row's inputs and output, in elements of the storage type.
 struct Row<S> {
     /// `x` (forward) or `y` (backward).
@@ -70,8 +78,14 @@ fn lanes_fold<A: Num>(
 /// # Safety
 /// `row`'s pointers address `cols` valid elements; `out` may equal an input exactly but not
 /// overlap one otherwise.
-unsafe fn row<S, A>(op: RowOp, row: &Row<S>, cols: usize, partial: &mut [A], exps: &mut Vec<A>)
-where
+unsafe fn row<S, A>(
+    op: RowOp,
+    row: &Row<S>,
+    cols: usize,
+    attention: Attention<A>,
+    partial: &mut [A],
+    exps: &mut Vec<A>,
+) where
     S: ToWide + FromWide + Copy + 'static,
     A: Float + FromWide + ToWide + 'static,
 {
@@ -90,16 +104,30 @@ where
     // SAFETY: element `c < cols` of the output.
     let put = |c: usize, v: A| unsafe { *row.out.add(c) = widen::<A, S>(v) };
     let zero: A = init(Combine::Sum, acc_ty);
+    let neg_inf: A = init(Combine::Max, acc_ty);
+    // The forward value of column `c`: the input, or the template's masked, scaled score.
+    let value = |c: usize| -> A {
+        if !op.is_attention() {
+            a(c)
+        } else if c < attention.limit {
+            A::mul(a(c), attention.scale)
+        } else {
+            neg_inf
+        }
+    };
     match op {
-        RowOp::Softmax | RowOp::LogSoftmax => {
-            partial.fill(init(Combine::Max, acc_ty));
-            lanes_fold(Combine::Max, partial, cols, a);
+        RowOp::Softmax
+        | RowOp::LogSoftmax
+        | RowOp::AttentionSoftmax
+        | RowOp::CausalAttentionSoftmax => {
+            partial.fill(neg_inf);
+            lanes_fold(Combine::Max, partial, cols, value);
             let m = group_tree(Combine::Max, partial);
             partial.fill(zero);
-            if op == RowOp::Softmax {
+            if op != RowOp::LogSoftmax {
                 exps.clear();
                 lanes_fold(Combine::Sum, partial, cols, |c| {
-                    let e = A::exp(A::sub(a(c), m));
+                    let e = A::exp(A::sub(value(c), m));
                     exps.push(e);
                     e
                 });
@@ -121,6 +149,14 @@ where
             let s = group_tree(Combine::Sum, partial);
             for c in 0..cols {
                 put(c, A::mul(a(c), A::sub(b(c), s)));
+            }
+        }
+        RowOp::AttentionSoftmaxBackward => {
+            partial.fill(zero);
+            lanes_fold(Combine::Sum, partial, cols, |c| A::mul(b(c), a(c)));
+            let s = group_tree(Combine::Sum, partial);
+            for c in 0..cols {
+                put(c, A::mul(A::mul(a(c), A::sub(b(c), s)), attention.scale));
             }
         }
         RowOp::LogSoftmaxBackward => {
@@ -150,6 +186,23 @@ where
         .collect::<Option<_>>()?;
     let rows = args.scalar(2 * n_in + 1)?;
     let cols = args.scalar(2 * n_in + 2)?;
+    let (scale, qlen) = if p.op.is_attention() {
+        let bits = args.scalars.get(2 * n_in + 3).copied().flatten()?;
+        let scale: A = if std::mem::size_of::<A>() == 8 {
+            widen(f64::from_bits(bits))
+        } else {
+            widen(f32::from_bits(bits as u32))
+        };
+        let qlen = if p.op == RowOp::CausalAttentionSoftmax {
+            // The template divides by it: a zero is the interpreter's to report.
+            Some(args.scalar(2 * n_in + 4).filter(|&q| q > 0)?)
+        } else {
+            None
+        };
+        (scale, qlen)
+    } else {
+        (A::default(), None)
+    };
     let g = p.g as usize;
     let rows = rows.min(config.grid[0] as usize * (ROW_BLOCK / p.g) as usize);
     if p.resident > 0 && cols > p.resident as usize * g {
@@ -204,13 +257,17 @@ where
                 // are in bounds and of type S (checked above); each row is one task, which
                 // writes only its own range of the output, and an input overlapping the output
                 // is exactly the output (checked above), so no task reads another's writes.
+                let attention = Attention {
+                    scale,
+                    limit: qlen.map_or(cols, |q| (r % q + 1).min(cols)),
+                };
                 unsafe {
                     let row_ptrs = Row {
                         first: (first.0 as *const S).add(at),
                         second: (second.0 as *const S).add(at),
                         out: (out_p.0 as *mut S).add(at),
                     };
-                    row::<S, A>(p.op, &row_ptrs, cols, partial, exps);
+                    row::<S, A>(p.op, &row_ptrs, cols, attention, partial, exps);
                 }
             },
         );

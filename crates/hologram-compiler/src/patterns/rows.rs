@@ -47,7 +47,10 @@ pub fn recognize_rows(k: &Kernel) -> Option<RowPattern> {
     let storage = *buffers.first()?;
     let ops: &[RowOp] = match (buffers.len(), scalars) {
         (2, 3) => &[RowOp::Softmax, RowOp::LogSoftmax],
+        (2, 4) => &[RowOp::AttentionSoftmax],
+        (2, 5) => &[RowOp::CausalAttentionSoftmax],
         (3, 4) => &[RowOp::SoftmaxBackward, RowOp::LogSoftmaxBackward],
+        (3, 5) => &[RowOp::AttentionSoftmaxBackward],
         _ => return None,
     };
     let acc = row_acc(storage);
@@ -94,12 +97,7 @@ mod tests {
 
     #[test]
     fn every_template_is_recognized_as_itself() {
-        for op in [
-            RowOp::Softmax,
-            RowOp::LogSoftmax,
-            RowOp::SoftmaxBackward,
-            RowOp::LogSoftmaxBackward,
-        ] {
+        for op in RowOp::ALL {
             for storage in [Type::F32, Type::F64, Type::F16, Type::BF16] {
                 for g in [32, 128, 256] {
                     for resident in [0, 1, 8, 9, 16] {

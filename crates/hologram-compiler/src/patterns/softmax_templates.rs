@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use hologram_isa::{Imm, Program, ProgramBuilder, Type, UnaryOp, ValidationError};
+use hologram_isa::{CmpOp, Imm, Program, ProgramBuilder, Type, UnaryOp, ValidationError};
 
 use super::reduce_templates::Combine;
 pub use super::row_gen::{group_lanes, row_acc, row_plan, MAX_RESIDENT, ROW_BLOCK, ROW_UNROLL};
@@ -38,13 +38,46 @@ pub enum RowOp {
     SoftmaxBackward,
     /// `g - exp(y) · Σ g`.
     LogSoftmaxBackward,
+    /// Attention probabilities: softmax of `scale · x` (a runtime parameter).
+    AttentionSoftmax,
+    /// Causal attention probabilities: softmax of `scale · x` where column `j` of row `r` is
+    /// kept only when `j <= r mod qlen` (the query's position; `qlen` a runtime parameter),
+    /// the others are 0.
+    CausalAttentionSoftmax,
+    /// The gradient of the attention scores: `scale · y · (g - Σ g·y)`.
+    AttentionSoftmaxBackward,
 }
 
 impl RowOp {
     /// True for the backward ops (two inputs, `y` then `g`).
     pub fn is_backward(self) -> bool {
-        matches!(self, RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward)
+        matches!(
+            self,
+            RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward | RowOp::AttentionSoftmaxBackward
+        )
     }
+
+    /// True for the attention ops, which take a `scale` parameter after `cols` (and the
+    /// causal one a `qlen` after it).
+    pub fn is_attention(self) -> bool {
+        matches!(
+            self,
+            RowOp::AttentionSoftmax
+                | RowOp::CausalAttentionSoftmax
+                | RowOp::AttentionSoftmaxBackward
+        )
+    }
+
+    /// Every row op.
+    pub const ALL: [RowOp; 7] = [
+        RowOp::Softmax,
+        RowOp::LogSoftmax,
+        RowOp::SoftmaxBackward,
+        RowOp::LogSoftmaxBackward,
+        RowOp::AttentionSoftmax,
+        RowOp::CausalAttentionSoftmax,
+        RowOp::AttentionSoftmaxBackward,
+    ];
 }
 
 /// The fused row kernel for `op` over rows of `storage` elements with `g` lanes per row and
@@ -53,7 +86,9 @@ impl RowOp {
 ///
 /// Forward parameters: `(x, y, off, rows, cols)`: `y[r*cols + c]` from `x[off + r*cols + c]`.
 /// Backward parameters: `(yin, g, y, yoff, goff, rows, cols)`, `y` being the gradient of the
-/// input. Launch `ceil(rows / (ROW_BLOCK / g))` blocks of [`ROW_BLOCK`] lanes.
+/// input. The attention ops add `scale` (of the compute type) after `cols`, and the causal one
+/// `qlen` (u32, the query length: row `r` is query `r mod qlen`) after it. Launch
+/// `ceil(rows / (ROW_BLOCK / g))` blocks of [`ROW_BLOCK`] lanes.
 pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
     let acc = row_acc(storage);
     let mut b = ProgramBuilder::new(format!("rows_{}", format!("{op:?}").to_lowercase()));
@@ -69,21 +104,69 @@ pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
             .scalar("off", Type::U32);
     }
     b.scalar("rows", Type::U32).scalar("cols", Type::U32);
+    if op.is_attention() {
+        b.scalar("scale", acc);
+    }
+    let causal = op == RowOp::CausalAttentionSoftmax;
+    if causal {
+        b.scalar("qlen", Type::U32);
+    }
     let mut gen = Gen::new(b, storage, g, resident);
     let zero = Imm::Float(0.0);
     let guarded = resident > 0;
+    let attention = op.is_attention();
+    if attention && !op.is_backward() {
+        // Columns at or past `%lim` are masked: the row's end (which also hides the resident
+        // padding), and for causal rows the column after the query's position.
+        if causal {
+            gen.b.rem(Type::U32, "%qi", "%row", "qlen");
+            gen.b.add(Type::U32, "%qe", "%qi", 1u32);
+            gen.b.min(Type::U32, "%lim", "%qe", "%len");
+        } else {
+            gen.b.mov(Type::U32, "%lim", "%len");
+        }
+    }
+    // The forward ops' value of element `k`: the input, or for attention the scaled score
+    // (-inf where masked).
+    let value = move |b: &mut ProgramBuilder, k: usize| -> String {
+        if !attention {
+            return format!("%v0_{k}");
+        }
+        let (c, ok, sx, z) = (
+            format!("%c{k}"),
+            format!("%ok{k}"),
+            format!("%sx{k}"),
+            format!("%z{k}"),
+        );
+        b.sub(Type::U32, &c, format!("%e{k}").as_str(), "%rowbase");
+        b.setp(CmpOp::Lt, Type::U32, &ok, c.as_str(), "%lim");
+        b.mul(acc, &sx, format!("%v0_{k}").as_str(), "scale");
+        b.selp(
+            acc,
+            &z,
+            sx.as_str(),
+            Imm::Float(f64::NEG_INFINITY),
+            ok.as_str(),
+        );
+        z
+    };
     match op {
-        RowOp::Softmax | RowOp::LogSoftmax => {
+        RowOp::Softmax
+        | RowOp::LogSoftmax
+        | RowOp::AttentionSoftmax
+        | RowOp::CausalAttentionSoftmax => {
             let x = [("x", "off")];
             gen.b.mov(acc, "%m", Imm::Float(f64::NEG_INFINITY));
             gen.pass(&x, &|b, k| {
-                Combine::Max.fold(b, acc, "%m", &format!("%v0_{k}"), ("", ""), "")
+                let v = value(b, k);
+                Combine::Max.fold(b, acc, "%m", &v, ("", ""), "")
             });
             gen.group_reduce(Combine::Max, "%m");
             gen.b.mov(acc, "%s", zero);
             gen.pass(&x, &|b, k| {
                 let (d, x) = (format!("%d{k}"), format!("%x{k}"));
-                b.sub(acc, &d, format!("%v0_{k}").as_str(), "%m");
+                let v = value(b, k);
+                b.sub(acc, &d, v.as_str(), "%m");
                 b.unary(UnaryOp::Exp, acc, &x, d.as_str());
                 b.add(acc, "%s", "%s", x.as_str());
             });
@@ -93,8 +176,9 @@ pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
             }
             gen.pass(&x, &|b, k| {
                 let (d, x, r) = (format!("%d{k}"), format!("%x{k}"), format!("%r{k}"));
-                b.sub(acc, &d, format!("%v0_{k}").as_str(), "%m");
-                if op == RowOp::Softmax {
+                let v = value(b, k);
+                b.sub(acc, &d, v.as_str(), "%m");
+                if op != RowOp::LogSoftmax {
                     b.unary(UnaryOp::Exp, acc, &x, d.as_str());
                     b.div(acc, &r, x.as_str(), "%s");
                 } else {
@@ -103,10 +187,10 @@ pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
                 store(b, storage, acc, k, guarded);
             });
         }
-        RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward => {
+        RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward | RowOp::AttentionSoftmaxBackward => {
             let yg = [("yin", "yoff"), ("g", "goff")];
             gen.b.mov(acc, "%s", zero);
-            let soft = op == RowOp::SoftmaxBackward;
+            let soft = op != RowOp::LogSoftmaxBackward;
             gen.pass(&yg, &|b, k| {
                 let (y, g) = (format!("%v0_{k}"), format!("%v1_{k}"));
                 if soft {
@@ -120,7 +204,12 @@ pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
             gen.group_reduce(Combine::Sum, "%s");
             gen.pass(&yg, &|b, k| {
                 let (y, g, r) = (format!("%v0_{k}"), format!("%v1_{k}"), format!("%r{k}"));
-                if soft {
+                if attention {
+                    let (d, u) = (format!("%d{k}"), format!("%u{k}"));
+                    b.sub(acc, &d, g.as_str(), "%s");
+                    b.mul(acc, &u, y.as_str(), d.as_str());
+                    b.mul(acc, &r, u.as_str(), "scale");
+                } else if soft {
                     let d = format!("%d{k}");
                     b.sub(acc, &d, g.as_str(), "%s");
                     b.mul(acc, &r, y.as_str(), d.as_str());
@@ -161,12 +250,7 @@ mod tests {
 
     #[test]
     fn row_kernels_assemble() {
-        for op in [
-            RowOp::Softmax,
-            RowOp::LogSoftmax,
-            RowOp::SoftmaxBackward,
-            RowOp::LogSoftmaxBackward,
-        ] {
+        for op in RowOp::ALL {
             for st in [Type::F32, Type::F64, Type::F16, Type::BF16] {
                 for g in [32, 64, 128, 256] {
                     for resident in [0, 1, 3, 16] {

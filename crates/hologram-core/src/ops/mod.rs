@@ -1,8 +1,10 @@
 //! Tensor operations, by family.
 
+mod attention;
 mod conv;
 mod create;
 mod elementwise;
+mod gemm_views;
 mod index;
 pub mod legacy;
 mod linalg;
@@ -11,6 +13,7 @@ mod nn;
 mod norm;
 mod reduce;
 
+pub use attention::{Attention, AttentionGrads};
 pub use conv::Conv2d;
 pub use elementwise::Rhs;
 pub use reduce::ReduceOp;

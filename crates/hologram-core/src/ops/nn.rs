@@ -81,6 +81,11 @@ impl Tensor {
                 self.dtype
             )));
         }
+        if op.is_attention() {
+            return Err(Error::ShapeMismatch(format!(
+                "{op:?} takes a scale (and a query length): use Tensor::attention"
+            )));
+        }
         if op.is_backward() != grad.is_some() {
             return Err(Error::ShapeMismatch(format!(
                 "{op:?} takes {} gradient",

@@ -1,0 +1,146 @@
+//! Batched matrix products over two batch dimensions of strided 4-D views (`[B, H, rows,
+//! cols]`), read and written in place: attention's operands are views of a projection's output
+//! (`[B, L, 3, H, D]` permuted) whose two batch strides do not collapse into one. The backend
+//! GEMM takes one batch stride, so the two dimensions become one strided batch when their
+//! strides allow, else the larger one is the GEMM's batch and the other a loop of calls.
+
+use hologram_backends::{BufferArg, GemmDesc, GemmPrecision};
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// A `[B, H, rows, cols]` view as a GEMM operand: its matrices are row-major (`trans` false,
+/// rows `ld` apart) or column-major (`trans` true, columns `ld` apart); `batch` holds the
+/// strides of the two batch dimensions.
+pub(crate) struct ViewOperand {
+    tensor: Tensor,
+    trans: bool,
+    ld: usize,
+    batch: [usize; 2],
+    /// The view was copied (no matrix stride of 1): writes would not reach it.
+    copied: bool,
+}
+
+impl ViewOperand {
+    /// `t` (rank 4) in place when one of its matrix strides is 1, else a contiguous copy.
+    pub(crate) fn new(t: &Tensor) -> Result<ViewOperand> {
+        if t.rank() != 4 {
+            return Err(Error::Internal(format!(
+                "a batched view GEMM of a rank-{} operand",
+                t.rank()
+            )));
+        }
+        let t = t.realize()?;
+        let (d, s) = (t.shape(), t.strides());
+        let (rows, cols, sr, sc) = (d[2], d[3], s[2], s[3]);
+        // A dimension of one element may have any stride: it never moves.
+        let row_major = (sc == 1 || cols <= 1) && (rows <= 1 || sr >= cols.max(1));
+        let col_major = (sr == 1 || rows <= 1) && (cols <= 1 || sc >= rows.max(1));
+        let batch = [s[0], s[1]];
+        if row_major {
+            let ld = if rows <= 1 { cols.max(1) } else { sr };
+            return Ok(ViewOperand {
+                tensor: t.clone(),
+                trans: false,
+                ld,
+                batch,
+                copied: false,
+            });
+        }
+        if col_major {
+            let ld = if cols <= 1 { rows.max(1) } else { sc };
+            return Ok(ViewOperand {
+                tensor: t.clone(),
+                trans: true,
+                ld,
+                batch,
+                copied: false,
+            });
+        }
+        let c = t.contiguous()?;
+        let batch = [c.strides()[0], c.strides()[1]];
+        Ok(ViewOperand {
+            ld: cols.max(1),
+            tensor: c,
+            trans: false,
+            batch,
+            copied: true,
+        })
+    }
+
+    /// The operand's buffer from `extra` elements past its first element.
+    fn arg(&self, extra: usize) -> Result<BufferArg> {
+        let (s, l) = self.tensor.storage()?;
+        let at = (l.offset + extra) * self.tensor.dtype().size();
+        if at > s.bytes {
+            return Err(Error::Internal(
+                "a batched view GEMM past its buffer".into(),
+            ));
+        }
+        Ok(s.arg(at, s.bytes - at))
+    }
+}
+
+/// `c[b, h] = alpha · a[b, h] · bm[b, h]` for every `b < B`, `h < H`: `a` is `[B, H, m, k]`,
+/// `bm` `[B, H, k, n]` and `c` a row-major `[B, H, m, n]` view (any batch and row strides) that
+/// is written. All of one float dtype and executor; shapes checked by the caller.
+pub(crate) fn gemm_views(
+    a: &Tensor,
+    bm: &Tensor,
+    c: &Tensor,
+    alpha: f64,
+    precision: GemmPrecision,
+) -> Result<()> {
+    let (d, k) = (c.shape().to_vec(), a.shape()[3]);
+    let (bdim, hdim, m, n) = (d[0], d[1], d[2], d[3]);
+    if bdim * hdim * m * n == 0 {
+        return Ok(());
+    }
+    let (oa, ob, oc) = (
+        ViewOperand::new(a)?,
+        ViewOperand::new(bm)?,
+        ViewOperand::new(c)?,
+    );
+    if oc.copied || (oc.trans && m > 1) {
+        return Err(Error::Internal(
+            "a batched view GEMM into a column-major output".into(),
+        ));
+    }
+    let ops = [&oa, &ob, &oc];
+    // One strided batch when every operand's outer stride is H inner strides.
+    let merged = hdim == 1 || bdim == 1 || ops.iter().all(|o| o.batch[0] == hdim * o.batch[1]);
+    // (GEMM batch count, its dimension, loop count, the loop's dimension)
+    let (count, inner, loops, outer) = if merged {
+        let inner = if hdim == 1 { 0 } else { 1 };
+        (bdim * hdim, inner, 1, 1 - inner)
+    } else if hdim >= bdim {
+        (hdim, 1, bdim, 0)
+    } else {
+        (bdim, 0, hdim, 1)
+    };
+    let stride = |o: &ViewOperand| if count > 1 { o.batch[inner] } else { 0 };
+    let desc = GemmDesc {
+        ty: c.dtype().storage(),
+        m,
+        n,
+        k,
+        trans_a: oa.trans,
+        trans_b: ob.trans,
+        alpha,
+        beta: 0.0,
+        lda: oa.ld,
+        ldb: ob.ld,
+        ldc: if m <= 1 { n.max(1) } else { oc.ld },
+        batch: count,
+        stride_a: stride(&oa),
+        stride_b: stride(&ob),
+        stride_c: stride(&oc),
+        precision,
+    };
+    let exec = c.executor();
+    for i in 0..loops {
+        let at = |o: &ViewOperand| o.arg(i * o.batch[outer]);
+        exec.gemm(&desc, &at(&oa)?, &at(&ob)?, &at(&oc)?)?;
+    }
+    Ok(())
+}
