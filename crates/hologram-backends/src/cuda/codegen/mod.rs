@@ -13,7 +13,9 @@
 //! (two device `unsigned int`s, zero between launches: the first elects the lane that records
 //! an error, the second tells every lane to stop), `hg_rec` (five `unsigned long long` the
 //! device can write, host-mapped), `hg_kid` (`unsigned int`, the kernel's id in the backend)
-//! and `hg_tmo` (`unsigned long long`, the launch timeout in nanoseconds, 0 for none). The first
+//! and `hg_tmo` (`unsigned long long`, the launch timeout in nanoseconds, 0 for none), then two
+//! `unsigned int`s (multiplier, shift: [`divide::magic`]) for each parameter of
+//! [`divide::divisor_params`], in parameter order. The first
 //! error of a launch writes `hg_rec = {kind, hg_kid, a, b, c}`: [`ERR_OUT_OF_BOUNDS`] with
 //! `{array, index, length}` (the prelude's `hg_oob`), [`ERR_BARRIER_DIVERGENCE`] with
 //! `{block, barrier, barrier}` (`hg_diverged`), [`ERR_TIMEOUT`] with `{elapsed ns, timeout ns,
@@ -31,6 +33,7 @@
 mod compute;
 mod control;
 mod ctype;
+pub mod divide;
 pub mod map;
 mod memory;
 pub mod prelude;
@@ -60,7 +63,7 @@ pub fn entry_name(kernel: &str) -> String {
 }
 
 /// Bumped whenever generated code changes meaning or form, so cached binaries are not reused.
-pub const CODEGEN_VERSION: u32 = 3;
+pub const CODEGEN_VERSION: u32 = 4;
 
 /// `hg_rec[0]` of an out-of-bounds access.
 pub const ERR_OUT_OF_BOUNDS: u64 = 1;
@@ -287,6 +290,7 @@ pub(crate) fn parameters(kernel: &Kernel) -> (String, Vec<ArrayC>) {
         }
     }
     out.push_str("hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid, hg_u64 hg_tmo");
+    out.push_str(&divide::c_parameters(&divide::divisor_params(kernel)));
     (out, arrays)
 }
 
