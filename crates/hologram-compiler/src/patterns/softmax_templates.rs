@@ -7,7 +7,7 @@
 //! two from 32 to [`ROW_BLOCK`], see [`group_lanes`]). Lane `l` of a row's group visits elements
 //! `l, l + G, l + 2G, ...` in order, in a loop unrolled [`ROW_UNROLL`] times whose loads are all
 //! issued before they are used; the group combines its lanes' partial results through shared
-//! memory with a fixed four-way tree, so results do not depend on timing. f16 and bf16 compute in
+//! memory in a fixed order (two barriers per reduction), so results do not depend on timing. f16 and bf16 compute in
 //! f32, f64 in f64.
 //!
 //! The kernels are built as IR with [`ProgramBuilder`]; [`kernel`] returns them as [`Canonical`]
@@ -93,11 +93,15 @@ pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
             }
             gen.pass(&x, &|b, k| {
                 let (d, x, r) = (format!("%d{k}"), format!("%x{k}"), format!("%r{k}"));
-                b.sub(acc, &d, format!("%v0_{k}").as_str(), "%m");
                 if op == RowOp::Softmax {
-                    b.unary(UnaryOp::Exp, acc, &x, d.as_str());
+                    // A resident row still holds its exponentials from the sum's pass.
+                    if !guarded {
+                        b.sub(acc, &d, format!("%v0_{k}").as_str(), "%m");
+                        b.unary(UnaryOp::Exp, acc, &x, d.as_str());
+                    }
                     b.div(acc, &r, x.as_str(), "%s");
                 } else {
+                    b.sub(acc, &d, format!("%v0_{k}").as_str(), "%m");
                     b.sub(acc, &r, d.as_str(), "%lse");
                 }
                 store(b, storage, acc, k, guarded);
