@@ -293,10 +293,19 @@ mod tests {
         // Chunks never exceed a buffer nor fall under the minimum.
         assert_eq!(out_chunk(1 << 30), CHUNK);
         assert_eq!(out_chunk(1000), MIN_OUT_CHUNK);
-        for len in [STAGING_THRESHOLD, STAGING_THRESHOLD + 1, 5_000_000, 33 << 20, 1 << 30] {
+        for len in [
+            STAGING_THRESHOLD,
+            STAGING_THRESHOLD + 1,
+            5_000_000,
+            33 << 20,
+            1 << 30,
+        ] {
             let c = out_chunk(len);
             assert!((MIN_OUT_CHUNK..=CHUNK).contains(&c), "{len}: {c}");
-            assert!(len.div_ceil(c) >= 4.min(len.div_ceil(MIN_OUT_CHUNK)), "{len}: {c}");
+            assert!(
+                len.div_ceil(c) >= 4.min(len.div_ceil(MIN_OUT_CHUNK)),
+                "{len}: {c}"
+            );
         }
     }
 }

@@ -20,7 +20,9 @@ use std::sync::{Mutex, OnceLock};
 use hologram_isa::{Imm, Program, ProgramBuilder, Type, UnaryOp, ValidationError};
 
 use super::reduce_templates::Combine;
-pub use super::row_gen::{group_lanes, row_acc, row_plan, MAX_RESIDENT, ROW_BLOCK, ROW_UNROLL};
+pub use super::row_gen::{
+    group_lanes, row_acc, row_plan, MAX_RESIDENT, PARTIALS, ROW_BLOCK, ROW_UNROLL,
+};
 use super::row_gen::{store, Gen};
 use super::rows::RowPattern;
 use super::Pattern;

@@ -75,7 +75,11 @@ fn kernel_unit(i: usize, kernel: &Kernel, code: &str, vector_map: bool) -> Strin
     // The divisors' multipliers and shifts, which `launch` appends after the parameters.
     let np = kernel.params.len();
     for k in 0..codegen::divide::divisor_params(kernel).len() {
-        args.push(format!("(hg_u32)vals[{}], (hg_u32)vals[{}]", np + 2 * k, np + 2 * k + 1));
+        args.push(format!(
+            "(hg_u32)vals[{}], (hg_u32)vals[{}]",
+            np + 2 * k,
+            np + 2 * k + 1
+        ));
     }
     if vector_map {
         // The vectorized map's last argument: the lanes of the launch it stands for.

@@ -21,7 +21,10 @@ pub(crate) fn statement(kernel: &Kernel, op: &Op<u32>) -> Option<Result<String, 
             Some(p) => {
                 let f = if *op == BinaryOp::Div { "divm" } else { "remm" };
                 let a = o(a, *ty);
-                assign(dst, Ok(format!("hg_{f}_u32({a}, p{p}, hg_dm{p}, hg_ds{p})")))
+                assign(
+                    dst,
+                    Ok(format!("hg_{f}_u32({a}, p{p}, hg_dm{p}, hg_ds{p})")),
+                )
             }
             None => assign(dst, binary(*op, *ty, &o(a, *ty), &o(b, *ty))),
         },

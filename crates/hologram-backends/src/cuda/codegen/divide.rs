@@ -120,7 +120,14 @@ mod tests {
             let p = 1u32 << k;
             divisors.extend([p - 1, p, p + 1, p / 3 * 2 + 1]);
         }
-        divisors.extend([12544, 50176, 112 * 112 * 64, 0x7fff_ffff, 0x8000_0001, u32::MAX]);
+        divisors.extend([
+            12544,
+            50176,
+            112 * 112 * 64,
+            0x7fff_ffff,
+            0x8000_0001,
+            u32::MAX,
+        ]);
         let mut dividends: Vec<u32> = (0..2000).collect();
         for k in 1..=32u64 {
             let p = (1u64 << k) as u32;

@@ -200,7 +200,9 @@ fn call_arguments(kernel: &Kernel) -> String {
     }
     args.extend(["hg_flag", "hg_rec", "hg_kid", "hg_tmo"].map(String::from));
     let mut s = args.join(", ");
-    s.push_str(&super::divide::c_arguments(&super::divide::divisor_params(kernel)));
+    s.push_str(&super::divide::c_arguments(&super::divide::divisor_params(
+        kernel,
+    )));
     s
 }
 
@@ -331,10 +333,16 @@ mod tests {
         assert!(!fast.contains("if (hg_x >= n0)"), "{code}");
         // Divisions by p and m go through the host's multipliers, which the entry takes after
         // the timeout and the tail receives.
-        assert!(fast.contains("hg_divm_u32(s_gid_0, p2, hg_dm2, hg_ds2)"), "{code}");
+        assert!(
+            fast.contains("hg_divm_u32(s_gid_0, p2, hg_dm2, hg_ds2)"),
+            "{code}"
+        );
         assert!(fast.contains("hg_remm_u32(r"), "{code}");
         assert!(code.contains("hg_u64 hg_tmo, hg_u32 hg_dm2, hg_u32 hg_ds2, hg_u32 hg_dm3, hg_u32 hg_ds3, hg_u64 hg_total)"), "{code}");
-        assert!(code.contains("hg_kid, hg_tmo, hg_dm2, hg_ds2, hg_dm3, hg_ds3, (hg_u32)hg_g);"), "{code}");
+        assert!(
+            code.contains("hg_kid, hg_tmo, hg_dm2, hg_ds2, hg_dm3, hg_ds3, (hg_u32)hg_g);"),
+            "{code}"
+        );
     }
 
     #[test]
