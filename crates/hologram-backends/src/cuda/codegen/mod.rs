@@ -429,6 +429,29 @@ mod tests {
     }
 
     #[test]
+    fn barriers_every_lane_reaches_in_order_are_plain_syncthreads() {
+        // A skip that lands on the barrier (as the row kernels' reductions do) and an exit.
+        let text = ".kernel u\n.param .buf.u32 y .rw\n.shared .u32 t[64]\n    setp.ge.u32 %p, %tid.x, 32;\n@%p bra S;\n    st.u32 t[%tid.x], 1;\nS:\n    barrier;\n    setp.ge.u32 %q, %tid.x, 60;\n@%q exit;\n    ld.u32 %v, t[%tid.x];\n    barrier;\n    st.u32 y[%gid], %v;\n";
+        let k = hologram_isa::assemble(text).expect("valid kernel");
+        assert!(control::barriers_are_uniform(&k));
+        let code = gen(text, CodegenOptions::default());
+        // Two barriers plus the shared arrays' clearing, no rendezvous.
+        assert_eq!(code.matches("__syncthreads();").count(), 3, "{code}");
+        assert!(!code.contains("HG_SYNC"), "{code}");
+        assert!(!code.contains("hg_bar_seen"), "{code}");
+        // A loop around a barrier, a guarded barrier and a call keep the rendezvous.
+        for text in [
+            ".kernel l\n.param .buf.u32 y .rw\n.param .u32 n\n    mov.u32 %c, n;\nL:\n    barrier;\n    loop %c, L;\n    st.u32 y[%gid], 1;\n",
+            ".kernel g\n.param .buf.u32 y .rw\n.param .u32 n\n    setp.ge.u32 %p, n, 32;\n@%p barrier;\n    st.u32 y[%gid], 1;\n",
+            ".kernel c\n.param .buf.u32 y .rw\n    call F;\n    st.u32 y[%gid], 1;\n    exit;\nF:\n    barrier;\n    ret;\n",
+        ] {
+            let k = hologram_isa::assemble(text).expect("valid kernel");
+            assert!(!control::barriers_are_uniform(&k), "{text}");
+            assert!(gen(text, CodegenOptions::default()).contains("goto HG_SYNC;"), "{text}");
+        }
+    }
+
+    #[test]
     fn backward_jumps_check_the_clock_and_forward_ones_do_not() {
         let text = ".kernel l\n.param .buf.u32 y .rw\n.param .u32 n\n    mov.u32 %c, n;\n    mov.u32 %k, 0;\nL:\n    add.u32 %k, %k, 1;\n    setp.eq.u32 %p, %k, 5;\n@%p bra OUT;\n    loop %c, L;\nOUT:\n    st.u32 y[%gid], %k;\n";
         let code = gen(text, CodegenOptions::default());
