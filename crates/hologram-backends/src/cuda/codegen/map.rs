@@ -1,21 +1,24 @@
 //! Element-wise maps, vectorized: four lanes per CUDA thread.
 //!
-//! A kernel that [`hologram_compiler::patterns::recognize_map`] recognizes, with every load and
-//! store at `%gid`, is one independent computation per lane. Its vectorized form gives each CUDA
-//! thread [`LANES_PER_THREAD`] lanes, `T` apart (`T` = threads launched), so each of its loads
-//! is still coalesced across a warp, and emits the body instruction by instruction for the four
-//! lanes together: the four loads of an operand are in flight at once. On an H200 this moves a
+//! A kernel that [`hologram_compiler::patterns::recognize_map`] recognizes, with every store at
+//! `%gid` (loads at `%gid`, or gathered at an index computed from it: a broadcast operand), is
+//! one independent computation per lane. Its vectorized form gives each CUDA thread
+//! [`LANES_PER_THREAD`] lanes, `T` apart (`T` = threads launched), so each of its loads at
+//! `%gid` is still coalesced across a warp, and emits the body instruction by instruction for
+//! the four lanes together: the four loads of an operand are in flight at once. On an H200 this moves a
 //! 2^28-element vector add from about 3.25 TB/s (one lane per thread) to 4.35 TB/s.
 //!
 //! Meaning is unchanged: each lane still runs its instructions in order, and lanes of a map
 //! never touch each other's elements (two lanes racing on one element would be a data race,
 //! whose outcome the ISA leaves undefined). Threads whose four lanes all lie inside every
-//! buffer take the fast path without per-access checks (one comparison with the smallest
-//! buffer covers them all); the others run each lane alone through `hg_map_lane`, with the
+//! buffer accessed at `%gid` take the fast path without checks on those accesses (one
+//! comparison with the smallest such buffer covers them all; gathered loads keep their own
+//! checks, and a lane out of bounds there ends its thread); the others run each lane alone through `hg_map_lane`, with the
 //! usual checks, so a lane that goes out of bounds stops alone, as in the generic form.
 //!
-//! The entry takes the generic form's parameters plus `hg_total` (`unsigned long long`), the
-//! number of lanes of the original launch; [`geometry`] gives the launch shape.
+//! The entry takes the generic form's parameters (divisor multipliers included, see
+//! [`super::divide`]) plus `hg_total` (`unsigned long long`), the number of lanes of the
+//! original launch; [`geometry`] gives the launch shape.
 
 use std::fmt::Write;
 
