@@ -24,7 +24,9 @@ struct Func {
     cpu_f32: u64,
     wgpu_f32: u64,
     /// CUDA's documented maximum for the function its generated code calls (tan and pow go
-    /// through f64; sqrt and the divisions of rsqrt and sigmoid are correctly rounded).
+    /// through f64; sqrt and the reciprocals of rsqrt and sigmoid, `__frcp_rn`, are correctly
+    /// rounded). No fast intrinsic (`__expf`, `__fdividef`) is used: their documented bounds
+    /// exceed these (see the CUDA backend's README).
     cuda_f32: u64,
     half: u64,
 }

@@ -1118,6 +1118,55 @@ fn broadcast_walks_of_one_dimension() {
     }
 }
 
+/// An eval batch norm, `relu((x - mean) * inv * gamma + beta)`, with four per-channel operands
+/// that walk alike (one shared walk in the kernel, see `elementwise::Access::BroadcastAs`), one
+/// of them an offset view, next to a per-column operand that walks differently.
+#[test]
+fn broadcast_walks_shared_by_operands() {
+    for exec in common::executors() {
+        let mut rng = Rng(37);
+        let (n, c, h, w) = (2, 3, 4, 5);
+        let x = random_arr(&mut rng, &[n, c, h, w], DType::F32, -3.0, 3.0);
+        let chans: Vec<Arr> = (0..3)
+            .map(|_| random_arr(&mut rng, &[c, 1, 1], DType::F32, -2.0, 2.0))
+            .collect();
+        let wide = random_arr(&mut rng, &[2, c], DType::F32, -2.0, 2.0);
+        let col = random_arr(&mut rng, &[w], DType::F32, -2.0, 2.0);
+        let tx = upload(&exec, &x, DType::F32);
+        let t: Vec<Tensor> = chans.iter().map(|a| upload(&exec, a, DType::F32)).collect();
+        // Row 1 of `wide` as a [c, 1, 1] operand: an offset view.
+        let beta = upload(&exec, &wide, DType::F32)
+            .slice(0, 1, 2, 1)
+            .unwrap()
+            .reshape(&[c as isize, 1, 1])
+            .unwrap();
+        let tcol = upload(&exec, &col, DType::F32);
+        let y = tx
+            .sub(&t[0])
+            .unwrap()
+            .mul(&t[1])
+            .unwrap()
+            .mul(&t[2])
+            .unwrap()
+            .add(&beta)
+            .unwrap()
+            .relu()
+            .unwrap()
+            .add(&tcol)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        let what = exec.backend_type();
+        for (i, &v) in y.iter().enumerate() {
+            let ch = (i / (h * w)) % c;
+            let [m, s, g] = [0, 1, 2].map(|k| chans[k].data[ch] as f32);
+            let b = wide.data[c + ch] as f32;
+            let want = (((x.data[i] as f32 - m) * s * g) + b).max(0.0) + col.data[i % w] as f32;
+            assert_eq!(v, want, "{what} [{i}]");
+        }
+    }
+}
+
 /// Scalars of float and 32/64-bit integer ops are kernel parameters: another value runs the
 /// kernel already compiled (no compile, no new cache entry), and computes with the new value.
 #[test]

@@ -88,6 +88,15 @@ fn templates_generate_cuda_c() {
     assert!(all.len() >= 2 * (6 * 6 * 2 + 2 * 6 + 4 * 4 * 6));
     for (name, code) in &all {
         assert!(code.contains("__global__ void "), "{name}");
+        // Every lane reaches the row kernels' barriers in order: plain __syncthreads(), no
+        // rendezvous. (The block reduction's barrier sits in a loop with a uniform trip count,
+        // which the code generator does not prove: it keeps the rendezvous.)
+        if name.starts_with("rows_") {
+            assert!(
+                !code.contains("HG_SYNC"),
+                "{name}: barriers kept the rendezvous\n{code}"
+            );
+        }
         // The unrolled loop issues all its loads before the first one is used.
         if name.starts_with("block_Sum_f32") {
             let body = &code[code.find("__global__").unwrap_or(0)..];

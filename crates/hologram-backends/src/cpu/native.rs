@@ -168,15 +168,15 @@ impl NativeMap {
             .map(|r| (defs[r] == 1).then_some(def_at[r]))
             .collect();
         let mut walks = vec![None; body.len()];
-        let mut skip = vec![false; body.len()];
+        let mut feeds = Vec::new();
         for (i, slot) in walks.iter_mut().enumerate() {
-            if let Some((walk, feeding)) = native_walk::recognize(k, body, i, &def_of, &uses) {
+            if let Some((walk, feeding)) = native_walk::recognize(k, body, i, &def_of) {
                 *slot = Some(walk);
-                for j in feeding {
-                    skip[j] = true;
-                }
+                feeds.extend(feeding);
             }
         }
+        let is_walk: Vec<bool> = walks.iter().map(Option::is_some).collect();
+        let skip = native_walk::skippable(&feeds, &uses, &is_walk);
         NativeMap {
             walks,
             skip,

@@ -1,13 +1,13 @@
 //! Recognized row kernels (softmax, log-softmax and their backward ops) run as native loops
 //! with exactly the interpreter's order of operations: every row's `g` lanes accumulate their
 //! strided elements in element order, and the group combines the lanes' results with the
-//! template's fixed four-way (then two-way) tree, so both paths give identical bits. Unlike the
+//! template's fixed two-level order, so both paths give identical bits. Unlike the
 //! template, the forward softmax keeps each element's exponential from the sum pass instead of
 //! computing it again (the same function of the same value, so the same bits).
 
 use half::{bf16, f16};
 use hologram_compiler::patterns::reduce_templates::Combine;
-use hologram_compiler::patterns::softmax_templates::{RowOp, ROW_BLOCK};
+use hologram_compiler::patterns::softmax_templates::{RowOp, PARTIALS, ROW_BLOCK};
 use hologram_compiler::patterns::RowPattern;
 use hologram_isa::semantics::{Float, FromWide, Num, ToWide};
 use hologram_isa::Type;
@@ -34,23 +34,24 @@ struct Row<S> {
     out: *mut S,
 }
 
-/// Combines the lanes' partial results as the template's group reduction does: at each level,
-/// lane `t` below `s = width / ways` folds slots `t + s`, `t + 2s`, ... into its own.
+/// Combines the lanes' partial results as the template's group reduction does
+/// (`row_gen::Gen::group_reduce`): lane `l` below `PARTIALS` folds slots `l + PARTIALS`,
+/// `l + 2·PARTIALS`, ... into its own, then the partials are folded in order.
 fn group_tree<A: Num>(c: Combine, partial: &mut [A]) -> A {
-    let mut width = partial.len();
-    while width > 1 {
-        let ways = if width % 4 == 0 { 4 } else { 2 };
-        let s = width / ways;
-        for t in 0..s {
-            let mut mine = partial[t];
-            for w in 1..ways {
-                mine = fold(c, mine, partial[t + w * s]);
-            }
-            partial[t] = mine;
+    let parts = (PARTIALS as usize).min(partial.len());
+    let fan = partial.len() / parts;
+    for l in 0..parts {
+        let mut mine = partial[l];
+        for w in 1..fan {
+            mine = fold(c, mine, partial[l + w * parts]);
         }
-        width = s;
+        partial[l] = mine;
     }
-    partial[0]
+    let mut out = partial[0];
+    for &p in &partial[1..parts] {
+        out = fold(c, out, p);
+    }
+    out
 }
 
 /// Folds `value(c)` for every column `c` into lane `c % g`'s partial result, each lane in

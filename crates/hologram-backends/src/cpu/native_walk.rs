@@ -34,17 +34,24 @@ pub(crate) fn launch_constant(k: &CpuKernel, o: &Operand<u32>) -> Option<usize> 
         .position(|&(_, ty, src)| ty == Type::U32 && src == source)
 }
 
+/// One step of a walk's index computation: instruction `def` writes register `reg`, which
+/// instruction `reader` (the next step, or the load) reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Feed {
+    pub def: usize,
+    pub reg: u32,
+    pub reader: usize,
+}
+
 /// Recognizes body instruction `i` as a walk load. `def_of[r]` is the body index of the one
-/// instruction that writes register `r` (None when written more or less than once), `uses[r]`
-/// how many operands read it. Returns the walk and the instructions that only compute its index
-/// (which need not run).
+/// instruction that writes register `r` (None when written more or less than once). Returns the
+/// walk and the steps computing its index ([`skippable`] tells which need not run).
 pub(crate) fn recognize(
     k: &CpuKernel,
     body: &[Inst<u32>],
     i: usize,
     def_of: &[Option<usize>],
-    uses: &[u32],
-) -> Option<(WalkLoad, Vec<usize>)> {
+) -> Option<(WalkLoad, Vec<Feed>)> {
     let Op::Ld { ty, mem, .. } = &body[i].op else {
         return None;
     };
@@ -83,12 +90,21 @@ pub(crate) fn recognize(
             _ => return None,
         };
         walk.offset = Some(launch_constant(k, o)?);
-        feeding.push((j, r));
+        feeding.push(Feed {
+            def: j,
+            reg: r,
+            reader: i,
+        });
         r = t;
     }
     // `rem t, x, m`, then x is %gid or `div x, %gid, p`; or `div t, %gid, p`.
+    let reader = feeding.last().map_or(i, |f| f.def);
     let (j, op, a, b) = binary(r)?;
-    feeding.push((j, r));
+    feeding.push(Feed {
+        def: j,
+        reg: r,
+        reader,
+    });
     match op {
         BinaryOp::Rem => {
             walk.rem = Some(launch_constant(k, &b)?);
@@ -101,19 +117,52 @@ pub(crate) fn recognize(
                     return None;
                 }
                 walk.div = Some(launch_constant(k, &b2)?);
-                feeding.push((j2, x));
+                feeding.push(Feed {
+                    def: j2,
+                    reg: x,
+                    reader: j,
+                });
             }
         }
         BinaryOp::Div if is_gid(&a) => walk.div = Some(launch_constant(k, &b)?),
         _ => return None,
     }
-    // Skip the index computation only where nothing else reads its registers.
-    let skip = if feeding.iter().all(|&(_, reg)| uses[reg as usize] == 1) {
-        feeding.iter().map(|&(j, _)| j).collect()
-    } else {
-        Vec::new()
-    };
-    Some((walk, skip))
+    Some((walk, feeding))
+}
+
+/// The index steps of recognized walks that need not run: those whose register is read only
+/// by walk loads and by other skipped steps (`uses[r]`: how many operands read register `r`;
+/// `loads[i]`: instruction `i` is a recognized walk load). Operands that share one walk (a batch
+/// norm's per-channel values) share its steps, which are skipped once every reader is.
+pub(crate) fn skippable(feeds: &[Feed], uses: &[u32], loads: &[bool]) -> Vec<bool> {
+    let mut skip = vec![false; loads.len()];
+    for f in feeds {
+        skip[f.def] = true;
+    }
+    loop {
+        let mut changed = false;
+        for f in feeds {
+            if !skip[f.def] {
+                continue;
+            }
+            let mut readers: Vec<usize> = feeds
+                .iter()
+                .filter(|g| g.reg == f.reg && g.def == f.def)
+                .map(|g| g.reader)
+                .collect();
+            readers.sort_unstable();
+            readers.dedup();
+            let all_known = readers.len() as u32 == uses[f.reg as usize];
+            let all_skipped = readers.iter().all(|&r| loads[r] || skip[r]);
+            if !(all_known && all_skipped) {
+                skip[f.def] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            return skip;
+        }
+    }
 }
 
 impl WalkLoad {
@@ -285,5 +334,61 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(g, &v)| v == 1000 + g as u32 % 3));
+    }
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+
+    #[test]
+    fn shared_index_steps_are_skipped_once_every_reader_is() {
+        // div q (0) -> rem r (1) -> add a (2) -> ld (4); rem r -> add b (3) -> ld (5).
+        let (q, r, a, b) = (0u32, 1u32, 2u32, 3u32);
+        let feeds = [
+            Feed {
+                def: 2,
+                reg: a,
+                reader: 4,
+            },
+            Feed {
+                def: 1,
+                reg: r,
+                reader: 2,
+            },
+            Feed {
+                def: 0,
+                reg: q,
+                reader: 1,
+            },
+            Feed {
+                def: 3,
+                reg: b,
+                reader: 5,
+            },
+            Feed {
+                def: 1,
+                reg: r,
+                reader: 3,
+            },
+            Feed {
+                def: 0,
+                reg: q,
+                reader: 1,
+            },
+        ];
+        let loads = [false, false, false, false, true, true];
+        let skip = skippable(&feeds, &[1, 2, 1, 1], &loads);
+        assert_eq!(skip, [true, true, true, true, false, false]);
+        // Something else reads r: the rem and the div it needs run; the adds need not.
+        let skip = skippable(&feeds, &[1, 3, 1, 1], &loads);
+        assert_eq!(skip, [false, false, true, true, false, false]);
+        // The first load was not recognized: its add runs, so the shared steps run too.
+        let skip = skippable(
+            &feeds,
+            &[1, 2, 1, 1],
+            &[false, false, false, false, false, true],
+        );
+        assert_eq!(skip, [false, false, false, true, false, false]);
     }
 }

@@ -45,6 +45,8 @@ struct CudaKernel {
     variants: Mutex<HashMap<CodegenOptions, Arc<Module>>>,
     /// An element-wise map compiled in its vectorized form (four lanes per thread).
     vector_map: bool,
+    /// The parameters divided by through host-computed multipliers (`codegen::divide`).
+    divisors: Vec<u32>,
 }
 
 /// Launches queued since the stream was last drained, for the host's limit on waiting.
@@ -391,8 +393,9 @@ impl Backend for CudaBackend {
             tracing::debug_span!("compile", backend = "cuda", kernel = %kernel.name).entered();
         self.dev.bind()?;
         let digest = canonical.digest();
-        // The kernel's intent decides: maps whose loads all read at %gid get the vectorized form.
-        let vector_map = matches!(canonical.pattern(), Some(Pattern::Map(m)) if !m.gather);
+        // The kernel's intent decides: element-wise maps (gathers included) get the vectorized
+        // form.
+        let vector_map = matches!(canonical.pattern(), Some(Pattern::Map(_)));
         if vector_map {
             tracing::debug!(kernel = %kernel.name, "element-wise map: vectorized form");
         }
@@ -413,6 +416,7 @@ impl Backend for CudaBackend {
             checked,
             variants: Mutex::new(HashMap::new()),
             vector_map,
+            divisors: codegen::divide::divisor_params(kernel),
         };
         Ok(CompiledKernel::new(kernel.clone(), Arc::new(k)))
     }
@@ -454,12 +458,14 @@ impl Backend for CudaBackend {
                 block,
                 total: Some(total),
                 timeout,
+                divisors: &k.divisors,
             },
             None => launch::Shape {
                 grid: config.grid,
                 block: config.block,
                 total: None,
                 timeout,
+                divisors: &k.divisors,
             },
         };
         let lanes: u64 = shape.block.iter().map(|&b| b as u64).product();

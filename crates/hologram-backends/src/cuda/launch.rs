@@ -127,12 +127,14 @@ pub(crate) fn check_geometry(kernel: &Kernel, config: &LaunchConfig) -> Result<(
 
 /// The shape a kernel is launched in: the caller's, or a vectorized map's (which also takes the
 /// caller's lane count, `total`, as its last argument).
-pub(crate) struct Shape {
+pub(crate) struct Shape<'a> {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub total: Option<u64>,
     /// The launch timeout the lanes check (`None`: no limit).
     pub timeout: Option<std::time::Duration>,
+    /// `codegen::divide::divisor_params` of the kernel: their multipliers follow `hg_tmo`.
+    pub divisors: &'a [u32],
 }
 
 /// Launches `function` with `args` (already checked against `kernel`) on the stream.
@@ -140,7 +142,7 @@ pub(crate) fn launch(
     dev: &Device,
     function: sys::CUfunction,
     kernel: &Kernel,
-    shape: &Shape,
+    shape: &Shape<'_>,
     args: &[KernelArg],
     rec: &ErrorRecord,
     kernel_id: u32,
@@ -173,6 +175,9 @@ pub(crate) fn launch(
             .timeout
             .map_or(0, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64),
     );
+    if !shape.divisors.is_empty() {
+        vals.extend(codegen::divide::magic_arguments(shape.divisors, args));
+    }
     if let Some(total) = shape.total {
         vals.push(total);
     }

@@ -22,6 +22,19 @@ pub const STAGING_THRESHOLD: usize = 4 << 20;
 const CHUNK: usize = 8 << 20;
 /// Pinned buffers in flight.
 const BUFFERS: usize = 2;
+/// The smallest chunk a device-to-host copy is cut into (see [`out_chunk`]).
+const MIN_OUT_CHUNK: usize = 512 << 10;
+
+/// The chunk size of a staged device-to-host copy of `len` bytes: a quarter of the copy (at
+/// least [`MIN_OUT_CHUNK`], at most a whole buffer), so that even a 4 MiB copy is four chunks
+/// and the host's copy of one chunk (page faults of a fresh destination included) overlaps the
+/// DMA of the next. With one 8 MiB chunk the two ran one after the other: a 4 MiB read took
+/// the DMA time plus the host copy time.
+pub(crate) fn out_chunk(len: usize) -> usize {
+    len.div_ceil(4)
+        .next_multiple_of(64 << 10)
+        .clamp(MIN_OUT_CHUNK, CHUNK)
+}
 
 /// One `cuMemAlloc` allocation, or device memory imported from another library (which keeps
 /// it alive through its owner; it is not freed here).
@@ -145,6 +158,23 @@ impl Drop for Pinned {
     }
 }
 
+/// Pieces of a chunk that threads copy out of a pinned buffer together.
+const HOST_PIECE: usize = 256 << 10;
+
+/// Copies a staged chunk into the caller's memory, in [`HOST_PIECE`]s on several threads: a
+/// fresh destination (a new NumPy array) takes a page fault per page, and one thread faulting
+/// and copying was slower than the DMA it overlaps.
+fn host_copy(dst: &mut [u8], src: &[u8]) {
+    use rayon::prelude::*;
+    if dst.len() <= HOST_PIECE {
+        dst.copy_from_slice(src);
+        return;
+    }
+    dst.par_chunks_mut(HOST_PIECE)
+        .zip(src.par_chunks(HOST_PIECE))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
 /// Two pinned buffers, each with an event marking when its last transfer finished.
 pub(crate) struct Staging {
     bufs: Vec<Pinned>,
@@ -217,25 +247,28 @@ impl Staging {
         src: CUdeviceptr,
         dst: &mut [u8],
     ) -> Result<()> {
-        let n = dst.len().div_ceil(CHUNK);
-        let len_of = |i: usize| CHUNK.min(dst.len() - i * CHUNK);
+        let chunk = out_chunk(dst.len());
+        let n = dst.len().div_ceil(chunk);
+        let len_of = |i: usize| chunk.min(dst.len() - i * chunk);
         let lens: Vec<usize> = (0..n).map(len_of).collect();
         for (i, &len) in lens.iter().enumerate().take(BUFFERS) {
-            self.fetch(dev, src, i, len)?;
+            self.fetch(dev, src + (i * chunk) as u64, i, len)?;
         }
         for i in 0..n {
             let b = i % BUFFERS;
             self.settle(b)?;
             // SAFETY: the transfer into the buffer has completed (settled).
             let buf = unsafe { self.bufs[b].slice_mut(lens[i]) };
-            dst[i * CHUNK..i * CHUNK + lens[i]].copy_from_slice(buf);
-            if i + BUFFERS < n {
-                self.fetch(dev, src, i + BUFFERS, lens[i + BUFFERS])?;
+            host_copy(&mut dst[i * chunk..i * chunk + lens[i]], buf);
+            let next = i + BUFFERS;
+            if next < n {
+                self.fetch(dev, src + (next * chunk) as u64, next, lens[next])?;
             }
         }
         Ok(())
     }
 
+    /// Starts the DMA of `len` bytes at `src` into buffer `i % BUFFERS`.
     fn fetch(&mut self, dev: &Device, src: CUdeviceptr, i: usize, len: usize) -> Result<()> {
         let b = i % BUFFERS;
         self.settle(b)?;
@@ -243,7 +276,7 @@ impl Staging {
         let buf = unsafe { self.bufs[b].slice_mut(len) };
         // SAFETY: `buf` is pinned memory that stays allocated and untouched by the host until
         // `settle` waits for this copy's event; the source range was checked by the caller.
-        unsafe { drv::memcpy_dtoh_async(buf, src + (i * CHUNK) as u64, dev.stream) }
+        unsafe { drv::memcpy_dtoh_async(buf, src, dev.stream) }
             .map_err(device_error("cuMemcpyDtoHAsync"))?;
         self.mark(dev, b)
     }
@@ -261,6 +294,45 @@ impl Drop for Staging {
             }
             // SAFETY: destroyed once.
             let _ = unsafe { drv::event::destroy(*e) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_chunks_reach_the_host_whole() {
+        for len in [0, 1000, HOST_PIECE, HOST_PIECE + 1, 3 * HOST_PIECE + 17] {
+            let src: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let mut dst = vec![0u8; len];
+            host_copy(&mut dst, &src);
+            assert_eq!(dst, src, "{len}");
+        }
+    }
+
+    #[test]
+    fn device_to_host_copies_are_cut_into_overlapping_chunks() {
+        // The threshold copy is four chunks, so DMA and host copy overlap.
+        assert_eq!(out_chunk(STAGING_THRESHOLD), 1 << 20);
+        assert_eq!(STAGING_THRESHOLD.div_ceil(out_chunk(STAGING_THRESHOLD)), 4);
+        // Chunks never exceed a buffer nor fall under the minimum.
+        assert_eq!(out_chunk(1 << 30), CHUNK);
+        assert_eq!(out_chunk(1000), MIN_OUT_CHUNK);
+        for len in [
+            STAGING_THRESHOLD,
+            STAGING_THRESHOLD + 1,
+            5_000_000,
+            33 << 20,
+            1 << 30,
+        ] {
+            let c = out_chunk(len);
+            assert!((MIN_OUT_CHUNK..=CHUNK).contains(&c), "{len}: {c}");
+            assert!(
+                len.div_ceil(c) >= 4.min(len.div_ceil(MIN_OUT_CHUNK)),
+                "{len}: {c}"
+            );
         }
     }
 }

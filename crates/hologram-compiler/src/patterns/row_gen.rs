@@ -2,7 +2,7 @@
 //! view (see [`super::softmax_templates`] and [`super::norm_templates`]): a block of
 //! [`ROW_BLOCK`] lanes handles `ROW_BLOCK / G` rows, `G` lanes per row; passes over a row (in
 //! registers when the row fits, else loading again), and group reductions through shared memory
-//! with a fixed four-way tree.
+//! in two levels of fixed order (two barriers).
 
 use hologram_isa::{CmpOp, Dim, Imm, ProgramBuilder, Special, Type};
 
@@ -56,6 +56,8 @@ impl Gen {
         let acc = row_acc(storage);
         let log_g = g.trailing_zeros();
         b.shared("sred", acc, ROW_BLOCK);
+        // PARTIALS slots per group, of at least 32 lanes.
+        b.shared("spart", acc, ROW_BLOCK / 32 * PARTIALS);
         b.mov(Type::U32, "%t", Special::Tid(Dim::X));
         b.shr(Type::U32, "%grp", "%t", log_g);
         b.and(Type::U32, "%l", "%t", g - 1);
@@ -238,37 +240,50 @@ impl Gen {
 
     /// Combines every lane's `%<reg>` over its row's group (`c` is Sum or Max) and leaves the
     /// group's result in `%<reg>` of every lane of the group.
+    ///
+    /// Two barriers, whatever the group's size: every lane writes its value to `sred`; the
+    /// group's first [`PARTIALS`] lanes each fold the slots `l, l + PARTIALS, ...` in order (a
+    /// warp reads consecutive slots: no bank conflicts) into `spart`; then every lane folds its
+    /// group's partials in order. The fold order is fixed, so results do not depend on timing.
+    /// No barrier is needed after the last reads: the next reduction writes `sred` (read before
+    /// the second barrier) and only writes `spart` after its own first barrier.
     pub fn group_reduce(&mut self, c: Combine, reg: &str) {
-        let acc = self.acc;
+        let (acc, g) = (self.acc, self.g);
+        let parts = PARTIALS.min(g);
+        let fan = g / parts;
         self.b.st(acc, "sred", "%t", reg);
         self.b.barrier();
-        let mut width = self.g;
-        while width > 1 {
-            // Lanes below `s` fold the `ways - 1` slots `s`, `2s`, ... above their own.
-            let ways = if width % 4 == 0 { 4 } else { 2 };
-            let s = width / ways;
-            let skip = self.label("S");
-            let b = &mut self.b;
-            b.setp(CmpOp::Lt, Type::U32, "%act", "%l", s);
-            b.guard("%act", true).bra(&skip);
-            b.ld(acc, "%mine", "sred", "%t");
-            for w in 1..ways {
-                b.add(Type::U32, "%o", "%t", w * s);
-                b.ld(acc, &format!("%other{w}"), "sred", "%o");
-            }
-            for w in 1..ways {
-                c.fold(b, acc, "%mine", &format!("%other{w}"), ("", ""), "t");
-            }
-            b.st(acc, "sred", "%t", "%mine");
-            b.label(&skip);
-            b.barrier();
-            width = s;
+        let skip = self.label("S");
+        let b = &mut self.b;
+        b.setp(CmpOp::Lt, Type::U32, "%act", "%l", parts);
+        b.guard("%act", true).bra(&skip);
+        b.ld(acc, "%mine", "sred", "%t");
+        for w in 1..fan {
+            b.add(Type::U32, "%o", "%t", w * parts);
+            b.ld(acc, &format!("%other{w}"), "sred", "%o");
         }
-        // Everyone reads the result before the slots are used again.
-        self.b.ld(acc, reg, "sred", "%gbase");
-        self.b.barrier();
+        for w in 1..fan {
+            c.fold(b, acc, "%mine", &format!("%other{w}"), ("", ""), "t");
+        }
+        b.mad(Type::U32, "%pslot", "%grp", parts, "%l");
+        b.st(acc, "spart", "%pslot", "%mine");
+        b.label(&skip);
+        b.barrier();
+        b.mul(Type::U32, "%pbase", "%grp", parts);
+        b.ld(acc, reg, "spart", "%pbase");
+        for w in 1..parts {
+            b.add(Type::U32, "%o", "%pbase", w);
+            b.ld(acc, &format!("%other{w}"), "spart", "%o");
+        }
+        for w in 1..parts {
+            c.fold(b, acc, reg, &format!("%other{w}"), ("", ""), "t");
+        }
     }
 }
+
+/// Partial results per row group in [`Gen::group_reduce`]: its first level folds `G / PARTIALS`
+/// slots per lane, its second `PARTIALS`.
+pub const PARTIALS: u32 = 8;
 
 /// Stores `%r<k>` (compute type) as element `%e<k>` of the output `y` (only where `%in<k>`
 /// when `guarded`).

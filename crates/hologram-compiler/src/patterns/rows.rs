@@ -4,6 +4,7 @@
 
 use hologram_isa::{ArrayRef, Kernel, Op, ParamKind, Type};
 
+use super::row_gen::PARTIALS;
 use super::softmax_templates::{row_acc, row_program, RowOp, ROW_BLOCK, ROW_UNROLL};
 use super::{structural_text, template_structure, TemplateCache};
 
@@ -34,7 +35,7 @@ fn template_text(p: &RowPattern) -> Option<String> {
 
 /// Recognizes a fused row kernel.
 pub fn recognize_rows(k: &Kernel) -> Option<RowPattern> {
-    // Cheap checks first: the template's parameters and its one shared array.
+    // Cheap checks first: the template's parameters and its shared arrays.
     let buffers: Vec<Type> = k
         .params
         .iter()
@@ -54,9 +55,11 @@ pub fn recognize_rows(k: &Kernel) -> Option<RowPattern> {
         _ => return None,
     };
     let acc = row_acc(storage);
-    let shared_ok = k.shared.len() == 1
-        && k.shared[0].elem == acc
+    // The group reduction's two shared arrays: one slot per lane, then the partials.
+    let shared_ok = k.shared.len() == 2
+        && k.shared.iter().all(|s| s.elem == acc)
         && k.shared[0].len == ROW_BLOCK
+        && k.shared[1].len == ROW_BLOCK / 32 * PARTIALS
         && buffers.iter().all(|&b| b == storage);
     if !shared_ok || !storage.is_float() {
         return None;

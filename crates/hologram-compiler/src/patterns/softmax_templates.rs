@@ -7,7 +7,7 @@
 //! two from 32 to [`ROW_BLOCK`], see [`group_lanes`]). Lane `l` of a row's group visits elements
 //! `l, l + G, l + 2G, ...` in order, in a loop unrolled [`ROW_UNROLL`] times whose loads are all
 //! issued before they are used; the group combines its lanes' partial results through shared
-//! memory with a fixed four-way tree, so results do not depend on timing. f16 and bf16 compute in
+//! memory in a fixed order (two barriers per reduction), so results do not depend on timing. f16 and bf16 compute in
 //! f32, f64 in f64.
 //!
 //! The kernels are built as IR with [`ProgramBuilder`]; [`kernel`] returns them as [`Canonical`]
@@ -20,7 +20,9 @@ use std::sync::{Mutex, OnceLock};
 use hologram_isa::{CmpOp, Imm, Program, ProgramBuilder, Type, UnaryOp, ValidationError};
 
 use super::reduce_templates::Combine;
-pub use super::row_gen::{group_lanes, row_acc, row_plan, MAX_RESIDENT, ROW_BLOCK, ROW_UNROLL};
+pub use super::row_gen::{
+    group_lanes, row_acc, row_plan, MAX_RESIDENT, PARTIALS, ROW_BLOCK, ROW_UNROLL,
+};
 use super::row_gen::{store, Gen};
 use super::rows::RowPattern;
 use super::Pattern;
@@ -176,12 +178,17 @@ pub fn row_program(op: RowOp, storage: Type, g: u32, resident: u32) -> Program {
             }
             gen.pass(&x, &|b, k| {
                 let (d, x, r) = (format!("%d{k}"), format!("%x{k}"), format!("%r{k}"));
-                let v = value(b, k);
-                b.sub(acc, &d, v.as_str(), "%m");
                 if op != RowOp::LogSoftmax {
-                    b.unary(UnaryOp::Exp, acc, &x, d.as_str());
+                    // A resident row still holds its exponentials from the sum's pass.
+                    if !guarded {
+                        let v = value(b, k);
+                        b.sub(acc, &d, v.as_str(), "%m");
+                        b.unary(UnaryOp::Exp, acc, &x, d.as_str());
+                    }
                     b.div(acc, &r, x.as_str(), "%s");
                 } else {
+                    let v = value(b, k);
+                    b.sub(acc, &d, v.as_str(), "%m");
                     b.sub(acc, &r, d.as_str(), "%lse");
                 }
                 store(b, storage, acc, k, guarded);

@@ -45,7 +45,7 @@ fn scalar_arg(ty: Type, i: usize) -> String {
 
 /// True when the CUDA backend would also build the vectorized map form (see its `compile`).
 pub fn vector_map(c: &Canonical) -> bool {
-    matches!(c.pattern(), Some(Pattern::Map(m)) if !m.gather)
+    matches!(c.pattern(), Some(Pattern::Map(_)))
 }
 
 /// A content hash for file names and keys (FNV-1a).
@@ -72,6 +72,15 @@ fn kernel_unit(i: usize, kernel: &Kernel, code: &str, vector_map: bool) -> Strin
         }
     }
     args.push("flag, rec, 0u, tmo".into());
+    // The divisors' multipliers and shifts, which `launch` appends after the parameters.
+    let np = kernel.params.len();
+    for k in 0..codegen::divide::divisor_params(kernel).len() {
+        args.push(format!(
+            "(hg_u32)vals[{}], (hg_u32)vals[{}]",
+            np + 2 * k,
+            np + 2 * k + 1
+        ));
+    }
     if vector_map {
         // The vectorized map's last argument: the lanes of the launch it stands for.
         args.push("(hg_u64)total".into());
@@ -96,7 +105,7 @@ fn translation_unit(kernels: &[(&Kernel, String, bool)]) -> String {
         let threaded = kernel.facts.uses_barrier || !kernel.shared.is_empty();
         table.push(format!(
             "{{hg_call{i}, {}, {threaded}}}",
-            kernel.params.len()
+            kernel.params.len() + 2 * codegen::divide::divisor_params(kernel).len()
         ));
     }
     out.push_str(&format!(
@@ -412,6 +421,12 @@ impl Backend for Emulator {
                     input.extend_from_slice(&v.to_bits().to_le_bytes());
                 }
             }
+        }
+        // Each divisor's multiplier and shift, as the CUDA backend computes them at launch.
+        let divisors = codegen::divide::divisor_params(&k.kernel);
+        for word in codegen::divide::magic_arguments(&divisors, args) {
+            input.extend_from_slice(&1u64.to_le_bytes());
+            input.extend_from_slice(&word.to_le_bytes());
         }
         let inp = self.dir.join(format!("launch{n}.in"));
         let outp = self.dir.join(format!("launch{n}.out"));

@@ -51,6 +51,7 @@ static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_
 static inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <class To, class From> static inline To hg_pun(From f) { To t; std::memcpy(&t, &f, sizeof t); return t; }
+static inline unsigned int __umulhi(unsigned int a, unsigned int b) { return (unsigned int)(((unsigned long long)a * b) >> 32); }
 static inline unsigned int __float_as_uint(float f) { return hg_pun<unsigned int>(f); }
 static inline float __uint_as_float(unsigned int u) { return hg_pun<float>(u); }
 static inline long long __double_as_longlong(double d) { return hg_pun<long long>(d); }
@@ -61,6 +62,8 @@ static inline float __fadd_rn(float a, float b) { volatile float r = a + b; retu
 static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
+static inline float __frcp_rn(float a) { volatile float r = 1.0f / a; return r; }
+static inline double __drcp_rn(double a) { volatile double r = 1.0 / a; return r; }
 static inline float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
 static inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 static inline double __dadd_rn(double a, double b) { volatile double r = a + b; return r; }

@@ -28,6 +28,10 @@ pub(crate) enum Access {
     /// the division when `p` is 1 (`div` false) and without the remainder when the walked
     /// dimension is the outermost (`rem` false). No coordinates are computed.
     Broadcast { div: bool, rem: bool },
+    /// Walks as input `j` (a [`Access::Broadcast`] of the same `p` and `m`, and an earlier
+    /// input): element `i` is at `offset + (i / p) % m` with input `j`'s walk, computed once
+    /// for both (a batch norm's per-channel mean, scale, shift... share it).
+    BroadcastAs(u8),
 }
 
 impl Access {
@@ -82,6 +86,8 @@ struct Gen<'a> {
     spec: &'a Spec<'a>,
     b: ProgramBuilder,
     tmp: usize,
+    /// The register holding each broadcast input's walk `(i / p) % m`, once computed.
+    walks: Vec<Option<String>>,
 }
 
 fn compute(d: DType) -> Type {
@@ -126,26 +132,8 @@ impl Gen<'_> {
             Access::Scalar => {
                 self.b.mov(Type::U32, &idx, off.as_str());
             }
-            Access::Broadcast { div, rem } => {
-                // Each step in a register of its own (written once: the CPU backend recognizes
-                // the chain and loads whole runs, see its `native_walk`).
-                let (p, m) = (format!("p{name}"), format!("m{name}"));
-                let (q, r) = (self.tmp(), self.tmp());
-                let walked = match (div, rem) {
-                    (true, true) => {
-                        self.b.div(Type::U32, &q, GID, p.as_str());
-                        self.b.rem(Type::U32, &r, q.as_str(), m.as_str());
-                        r
-                    }
-                    (true, false) => {
-                        self.b.div(Type::U32, &q, GID, p.as_str());
-                        q
-                    }
-                    (false, _) => {
-                        self.b.rem(Type::U32, &r, GID, m.as_str());
-                        r
-                    }
-                };
+            Access::Broadcast { .. } | Access::BroadcastAs(_) => {
+                let walked = self.walk(name, access);
                 self.b.add(Type::U32, &idx, walked.as_str(), off.as_str());
             }
             Access::Strided => {
@@ -158,6 +146,47 @@ impl Gen<'_> {
             }
         }
         Operand::Reg(idx[1..].to_string())
+    }
+
+    /// The register holding `(%gid / p) % m` for input `name` (an input number) of a broadcast
+    /// access: computed once per walk, shared by the inputs that walk as it.
+    fn walk(&mut self, name: &str, access: Access) -> String {
+        let owner = match access {
+            Access::BroadcastAs(j) => j as usize,
+            _ => name.parse().unwrap_or(usize::MAX),
+        };
+        if let Some(Some(r)) = self.walks.get(owner) {
+            return r.clone();
+        }
+        let Some(&(_, Access::Broadcast { div, rem })) = self.spec.inputs.get(owner) else {
+            // `spec` is built so this cannot happen; %gid itself keeps the program valid.
+            let t = self.tmp();
+            self.b.mov(Type::U32, &t, GID);
+            return t;
+        };
+        // Each step in a register of its own (written once: the CPU backend recognizes the
+        // chain and loads whole runs, see its `native_walk`).
+        let (p, m) = (format!("p{owner}"), format!("m{owner}"));
+        let (q, r) = (self.tmp(), self.tmp());
+        let walked = match (div, rem) {
+            (true, true) => {
+                self.b.div(Type::U32, &q, GID, p.as_str());
+                self.b.rem(Type::U32, &r, q.as_str(), m.as_str());
+                r
+            }
+            (true, false) => {
+                self.b.div(Type::U32, &q, GID, p.as_str());
+                q
+            }
+            (false, _) => {
+                self.b.rem(Type::U32, &r, GID, m.as_str());
+                r
+            }
+        };
+        if let Some(slot) = self.walks.get_mut(owner) {
+            *slot = Some(walked.clone());
+        }
+        walked
     }
 
     fn node(&mut self, n: NodeId) {
@@ -531,7 +560,12 @@ pub(crate) fn program(spec: &Spec<'_>) -> Program {
             }
         }
     }
-    let mut g = Gen { spec, b, tmp: 0 };
+    let mut g = Gen {
+        spec,
+        b,
+        tmp: 0,
+        walks: vec![None; spec.inputs.len()],
+    };
     // Nodes reachable from the root, in order.
     for (i, &need) in needed.iter().enumerate() {
         if need {
@@ -561,4 +595,65 @@ pub(crate) fn program(spec: &Spec<'_>) -> Program {
     }
     g.b.st(st, "out", idx, val);
     g.b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `((x - a) * b) * c + d`: four per-channel operands and the input `x`.
+    fn batch_norm_spec(g: &mut Graph, walks: [Access; 4]) -> Program {
+        let x = g.push(Node::Input(0), DType::F32);
+        let ins: Vec<NodeId> = (1..5).map(|k| g.push(Node::Input(k), DType::F32)).collect();
+        let s = g.push(Node::Binary(BinaryFn::Sub, x, ins[0]), DType::F32);
+        let m = g.push(Node::Binary(BinaryFn::Mul, s, ins[1]), DType::F32);
+        let m2 = g.push(Node::Binary(BinaryFn::Mul, m, ins[2]), DType::F32);
+        let root = g.push(Node::Binary(BinaryFn::Add, m2, ins[3]), DType::F32);
+        let mut inputs: smallvec::SmallVec<[(DType, Access); 8]> =
+            smallvec::smallvec![(DType::F32, Access::Dense)];
+        inputs.extend(walks.iter().map(|&a| (DType::F32, a)));
+        program(&Spec {
+            graph: g,
+            root,
+            inputs,
+            rank: 1,
+            out: (DType::F32, Access::Dense),
+        })
+    }
+
+    fn count(p: &Program, what: &str) -> usize {
+        hologram_isa::print(p)
+            .lines()
+            .filter(|l| l.trim_start().starts_with(what))
+            .count()
+    }
+
+    #[test]
+    fn operands_with_one_walk_share_its_divisions() {
+        let walk = Access::Broadcast {
+            div: true,
+            rem: true,
+        };
+        let shared = batch_norm_spec(
+            &mut Graph::default(),
+            [
+                walk,
+                Access::BroadcastAs(1),
+                Access::BroadcastAs(1),
+                Access::BroadcastAs(1),
+            ],
+        );
+        hologram_isa::validate(&shared).expect("valid");
+        assert_eq!(count(&shared, "div.u32"), 1);
+        assert_eq!(count(&shared, "rem.u32"), 1);
+        // Only the first takes p and m; every operand keeps its own offset.
+        let text = hologram_isa::print(&shared);
+        assert!(text.contains(".param .u32 p1") && text.contains(".param .u32 m1"));
+        assert!(!text.contains(".param .u32 p2") && !text.contains(".param .u32 m4"));
+        for k in 1..5 {
+            assert!(text.contains(&format!(".param .u32 o{k}")), "{text}");
+        }
+        let separate = batch_norm_spec(&mut Graph::default(), [walk; 4]);
+        assert_eq!(count(&separate, "div.u32"), 4);
+    }
 }

@@ -87,6 +87,7 @@ fn access_code(a: Access) -> u64 {
         Access::Scalar => 2,
         Access::Strided => 3,
         Access::Broadcast { div, rem } => 4 + div as u64 + 2 * rem as u64,
+        Access::BroadcastAs(j) => 16 + j as u64,
     }
 }
 

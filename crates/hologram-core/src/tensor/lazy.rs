@@ -300,12 +300,13 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
             (shape, layouts, out_layout)
         };
     let rank = shape.len();
-    let inputs: SmallVec<[(DType, Access); 8]> = lazy
+    let mut inputs: SmallVec<[(DType, Access); 8]> = lazy
         .inputs
         .iter()
         .enumerate()
         .map(|(k, i)| (i.dtype, layouts.get(k).map_or(Access::Dense, Access::of)))
         .collect();
+    share_walks(&mut inputs, &layouts);
     let out_access = match out_layout.as_ref().map_or(Access::Dense, Access::of) {
         Access::Scalar if n > 1 => Access::Strided,
         Access::Broadcast { .. } => Access::Strided,
@@ -374,6 +375,26 @@ pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Resu
     }
     args.extend(elementwise::scalar_params(&spec).map(KernelArg::Scalar));
     exec.launch(&kernel, &LaunchConfig::for_elements(n as u64, 256), &args)
+}
+
+/// Marks each broadcast input that walks exactly as an earlier one (same `p`, and same `m` where
+/// it is used) [`Access::BroadcastAs`] that one, so the kernel computes the walk once.
+fn share_walks(inputs: &mut [(DType, Access)], layouts: &[Layout]) {
+    let walk_of = |k: usize, access: Access| match (access, layouts.get(k)) {
+        (Access::Broadcast { rem, .. }, Some(layout)) => {
+            broadcast_walk(layout).map(|(p, m, _)| (p, if rem { m } else { 0 }, access))
+        }
+        _ => None,
+    };
+    for k in 1..inputs.len() {
+        let Some(mine) = walk_of(k, inputs[k].1) else {
+            continue;
+        };
+        let owner = (0..k).find(|&j| walk_of(j, inputs[j].1) == Some(mine));
+        if let Some(j) = owner.and_then(|j| u8::try_from(j).ok()) {
+            inputs[k].1 = Access::BroadcastAs(j);
+        }
+    }
 }
 
 /// Merges neighbouring dimensions of `shape` that every layout walks as one (dimension `d` and

@@ -4,6 +4,7 @@
 use hologram_isa::{BinaryOp, CmpOp, Kernel, Op, Type, UnaryOp};
 
 use super::ctype::{ctype, operand, reg};
+use super::divide;
 
 /// The statement for a compute instruction, or `None` if `op` is not one.
 pub(crate) fn statement(kernel: &Kernel, op: &Op<u32>) -> Option<Result<String, String>> {
@@ -15,7 +16,18 @@ pub(crate) fn statement(kernel: &Kernel, op: &Op<u32>) -> Option<Result<String, 
         Op::Cvt { to, from, dst, src } => assign(dst, cvt(*to, *from, &o(src, *from))),
         Op::Bitcast { to, from, dst, src } => assign(dst, bitcast(*to, *from, &o(src, *from))),
         Op::Unary { op, ty, dst, src } => assign(dst, unary(*op, *ty, &o(src, *ty))),
-        Op::Binary { op, ty, dst, a, b } => assign(dst, binary(*op, *ty, &o(a, *ty), &o(b, *ty))),
+        Op::Binary { op, ty, dst, a, b } => match divide::divisor_param(kernel, *op, *ty, b) {
+            // By a launch-uniform divisor: through the host's multiplier (see `divide`).
+            Some(p) => {
+                let f = if *op == BinaryOp::Div { "divm" } else { "remm" };
+                let a = o(a, *ty);
+                assign(
+                    dst,
+                    Ok(format!("hg_{f}_u32({a}, p{p}, hg_dm{p}, hg_ds{p})")),
+                )
+            }
+            None => assign(dst, binary(*op, *ty, &o(a, *ty), &o(b, *ty))),
+        },
         Op::Ternary {
             op,
             ty,

@@ -17,6 +17,12 @@
 //! lanes are not waited for, as on the CPU: CUDA's barriers count only lanes that have not
 //! exited.
 //!
+//! Most kernels with barriers (reductions, row kernels) cannot diverge at them: when no jump
+//! crosses a barrier (none skips forward over one, none goes back around one), no barrier is
+//! guarded and there are no calls, every lane that has not exited reaches every barrier once,
+//! in order ([`barriers_are_uniform`]). Their barriers are plain `__syncthreads()`, without the
+//! rendezvous (two block barriers, a shared word and a `switch` each).
+//!
 //! Runaway loops: every backward jump (`bra`, `loop` or `call` to an earlier instruction) counts
 //! a tick, and every [`TICKS_PER_CHECK`] ticks the lane reads `%globaltimer` and the launch's
 //! stop word (`hg_timed_out` in the prelude). A lane running longer than the launch's timeout
@@ -60,7 +66,8 @@ pub(crate) struct Flow {
     pub labels: BTreeSet<u32>,
     /// The instruction after each `call` (where `ret` goes back to).
     pub return_sites: BTreeSet<u32>,
-    /// The position of each `barrier` (the rendezvous returns to the instruction after it).
+    /// The position of each `barrier` (the rendezvous returns to the instruction after it);
+    /// empty when the barriers are uniform (plain `__syncthreads()`).
     pub barriers: BTreeSet<u32>,
     /// Some jump goes backward: the kernel can loop and needs the timeout check.
     pub loops: bool,
@@ -84,9 +91,12 @@ impl Flow {
             }
             if matches!(inst.op, Op::Barrier) {
                 barriers.insert(pc);
-                labels.insert(pc + 1);
             }
         }
+        if barriers_are_uniform(kernel) {
+            barriers.clear();
+        }
+        labels.extend(barriers.iter().map(|pc| pc + 1));
         Flow {
             labels,
             return_sites,
@@ -135,6 +145,34 @@ impl Flow {
     }
 }
 
+/// True when every lane that has not exited reaches every `barrier` of `kernel` exactly once and
+/// in program order, so lanes can never wait at different barriers: no call, no guarded
+/// barrier, and no jump (guarded or not: an unguarded one may run on a diverged path) that
+/// skips forward over a barrier or goes back to or before one it passed. Landing on a barrier
+/// is fine. Sufficient, not necessary: other kernels keep the rendezvous.
+pub(crate) fn barriers_are_uniform(kernel: &Kernel) -> bool {
+    let barriers: Vec<u32> = kernel
+        .insts
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| matches!(i.op, Op::Barrier))
+        .map(|(pc, _)| pc as u32)
+        .collect();
+    if barriers.is_empty() {
+        return true;
+    }
+    kernel.insts.iter().enumerate().all(|(pc, inst)| {
+        let pc = pc as u32;
+        match (&inst.op, inst.op.target()) {
+            (Op::Call { .. }, _) => false,
+            (Op::Barrier, _) => inst.guard.is_none(),
+            (_, Some(&t)) if t > pc => !barriers.iter().any(|&b| pc < b && b < t),
+            (_, Some(&t)) => !barriers.iter().any(|&b| t <= b && b <= pc),
+            (_, None) => true,
+        }
+    })
+}
+
 /// The statement for a control instruction at `pc`, or `None` if `op` is not one.
 pub(crate) fn statement(
     kernel: &Kernel,
@@ -166,7 +204,8 @@ pub(crate) fn statement(
         }
         Op::Ret if flow.has_calls() => format!("goto {RETURN_LABEL};"),
         Op::Ret | Op::Exit => "return;".to_string(),
-        Op::Barrier => format!("hg_bid = {pc}u; goto HG_SYNC;"),
+        Op::Barrier if flow.barriers.contains(&pc) => format!("hg_bid = {pc}u; goto HG_SYNC;"),
+        Op::Barrier => "__syncthreads();".to_string(),
         Op::Fence {
             scope: FenceScope::Block,
         } => "__threadfence_block();".to_string(),

@@ -1,26 +1,29 @@
 //! Element-wise maps, vectorized: four lanes per CUDA thread.
 //!
-//! A kernel that [`hologram_compiler::patterns::recognize_map`] recognizes, with every load and
-//! store at `%gid`, is one independent computation per lane. Its vectorized form gives each CUDA
-//! thread [`LANES_PER_THREAD`] lanes, `T` apart (`T` = threads launched), so each of its loads
-//! is still coalesced across a warp, and emits the body instruction by instruction for the four
-//! lanes together: the four loads of an operand are in flight at once. On an H200 this moves a
+//! A kernel that [`hologram_compiler::patterns::recognize_map`] recognizes, with every store at
+//! `%gid` (loads at `%gid`, or gathered at an index computed from it: a broadcast operand), is
+//! one independent computation per lane. Its vectorized form gives each CUDA thread
+//! [`LANES_PER_THREAD`] lanes, `T` apart (`T` = threads launched), so each of its loads at
+//! `%gid` is still coalesced across a warp, and emits the body instruction by instruction for
+//! the four lanes together: the four loads of an operand are in flight at once. On an H200 this moves a
 //! 2^28-element vector add from about 3.25 TB/s (one lane per thread) to 4.35 TB/s.
 //!
 //! Meaning is unchanged: each lane still runs its instructions in order, and lanes of a map
 //! never touch each other's elements (two lanes racing on one element would be a data race,
 //! whose outcome the ISA leaves undefined). Threads whose four lanes all lie inside every
-//! buffer take the fast path without per-access checks (one comparison with the smallest
-//! buffer covers them all); the others run each lane alone through `hg_map_lane`, with the
+//! buffer accessed at `%gid` take the fast path without checks on those accesses (one
+//! comparison with the smallest such buffer covers them all; gathered loads keep their own
+//! checks, and a lane out of bounds there ends its thread); the others run each lane alone through `hg_map_lane`, with the
 //! usual checks, so a lane that goes out of bounds stops alone, as in the generic form.
 //!
-//! The entry takes the generic form's parameters plus `hg_total` (`unsigned long long`), the
-//! number of lanes of the original launch; [`geometry`] gives the launch shape.
+//! The entry takes the generic form's parameters (divisor multipliers included, see
+//! [`super::divide`]) plus `hg_total` (`unsigned long long`), the number of lanes of the
+//! original launch; [`geometry`] gives the launch shape.
 
 use std::fmt::Write;
 
 use hologram_compiler::patterns::{recognize_map, MapPattern};
-use hologram_isa::{Kernel, Op, ParamKind, Special};
+use hologram_isa::{ArrayRef, Kernel, Op, Operand, ParamKind, Special};
 
 use super::ctype::{ctype, reg, special};
 use super::memory::{self, Checks};
@@ -34,10 +37,23 @@ pub const LANES_PER_THREAD: u64 = 4;
 /// Threads per block of a vectorized map launch.
 pub const MAP_BLOCK: u32 = 256;
 
-/// The map pattern of `kernel` if it has a vectorized form: a recognized element-wise map whose
-/// loads all read at `%gid`.
+/// The map pattern of `kernel` if it has a vectorized form: a recognized element-wise map
+/// (stores at `%gid`; loads at `%gid` or gathered at computed indexes).
 pub fn vectorizable(kernel: &Kernel) -> Option<MapPattern> {
-    recognize_map(kernel).filter(|m| !m.gather)
+    recognize_map(kernel)
+}
+
+/// The buffer parameter an instruction loads or stores at `%gid`, if it does.
+fn at_gid(kernel: &Kernel, op: &Op<u32>) -> Option<u32> {
+    let mem = match op {
+        Op::Ld { mem, .. } | Op::St { mem, .. } => mem,
+        _ => return None,
+    };
+    let gid = matches!(mem.index, Operand::Special(Special::GidLinear));
+    match kernel.array(mem.array) {
+        ArrayRef::Param(p) if gid => Some(p),
+        _ => None,
+    }
 }
 
 /// The launch of a vectorized map standing for `config`: its grid, its block and `hg_total`
@@ -118,10 +134,14 @@ pub(crate) fn generate(
             "  if ((hg_u64)p{b} < hg_limit) hg_limit = (hg_u64)p{b};"
         );
     }
-    // The fast path needs every lane of the thread inside every buffer it touches.
+    // The fast path needs every lane of the thread inside every buffer it touches at %gid;
+    // gathered loads (a broadcast operand) keep their own checks there.
     out.push_str("  hg_u64 hg_safe = hg_limit;\n");
+    let mut at_gid_params: Vec<u32> = body.iter().filter_map(|i| at_gid(kernel, &i.op)).collect();
+    at_gid_params.sort_unstable();
+    at_gid_params.dedup();
     if opts.bounds_checks {
-        for p in pattern.inputs.iter().chain(&pattern.outputs) {
+        for p in &at_gid_params {
             if matches!(
                 kernel.params.get(*p as usize).map(|p| p.kind),
                 Some(ParamKind::Buffer { .. })
@@ -140,8 +160,12 @@ pub(crate) fn generate(
     for v in 0..lanes {
         declare_registers(&mut out, kernel, "    ", &format!("_{v}"));
     }
-    for (inst, s) in body.iter().zip(&unchecked) {
+    for ((inst, fast), safe) in body.iter().zip(&unchecked).zip(&checked) {
         debug_assert!(!matches!(inst.op, Op::Exit | Op::Bra { .. }));
+        // A gathered load is checked even here (an out-of-bounds lane records the error and
+        // ends its thread: the launch fails, as in the generic form).
+        let gathered = matches!(inst.op, Op::Ld { .. }) && at_gid(kernel, &inst.op).is_none();
+        let s = if gathered { safe } else { fast };
         for v in 0..lanes {
             let _ = writeln!(out, "    {}", rename_lane(s, &gid, v));
         }
@@ -178,7 +202,11 @@ fn call_arguments(kernel: &Kernel) -> String {
         }
     }
     args.extend(["hg_flag", "hg_rec", "hg_kid", "hg_tmo"].map(String::from));
-    args.join(", ")
+    let mut s = args.join(", ");
+    s.push_str(&super::divide::c_arguments(&super::divide::divisor_params(
+        kernel,
+    )));
+    s
 }
 
 /// `statement` with the registers (`r<k>`) and `%gid` (`gid`) of lane `v`: `r<k>_<v>`,
@@ -272,15 +300,52 @@ mod tests {
     }
 
     #[test]
-    fn gathers_and_barriers_keep_the_generic_form() {
-        let gather = ".kernel g\n.param .buf.f32 a\n.param .buf.f32 c .rw\n    shr.u32 %i, %gid, 1;\n    ld.f32 %x, a[%i];\n    st.f32 c[%gid], %x;\n";
-        let k = hologram_isa::assemble(gather).expect("valid kernel");
+    fn barriers_keep_the_generic_form() {
+        let barrier = ".kernel b\n.param .buf.f32 c .rw\n    barrier;\n    st.f32 c[%gid], 1.0;\n";
+        let k = hologram_isa::assemble(barrier).expect("valid kernel");
         assert!(vectorizable(&k).is_none());
         let opts = CodegenOptions {
             vector_map: true,
             ..CodegenOptions::default()
         };
         assert!(super::super::generate(&k, &opts).is_err());
+    }
+
+    /// A bias over rows: `c[i] = a[i] + b[(i / p) % m]`, as the element-wise generator emits it.
+    const BIAS: &str = ".kernel bias\n.param .buf.f32 a\n.param .buf.f32 b\n.param .u32 p\n.param .u32 m\n.param .buf.f32 c .rw\n.param .u32 n\n    setp.ge.u32 %done, %gid, n;\n@%done exit;\n    ld.f32 %x, a[%gid];\n    div.u32 %q, %gid, p;\n    rem.u32 %r, %q, m;\n    ld.f32 %y, b[%r];\n    add.f32 %z, %x, %y;\n    st.f32 c[%gid], %z;\n";
+
+    #[test]
+    fn gathers_are_vectorized_with_their_loads_checked() {
+        let k = hologram_isa::assemble(BIAS).expect("valid kernel");
+        assert!(vectorizable(&k).is_some_and(|m| m.gather));
+        let opts = CodegenOptions {
+            vector_map: true,
+            ..CodegenOptions::default()
+        };
+        let code = super::super::generate(&k, &opts).expect("generates");
+        // The broadcast operand does not bound the fast path; the others do.
+        assert!(code.contains("if (n0 < hg_safe) hg_safe = n0;"), "{code}");
+        assert!(code.contains("if (n4 < hg_safe) hg_safe = n4;"), "{code}");
+        assert!(!code.contains("if (n1 < hg_safe)"), "{code}");
+        let fast = &code[code
+            .find("if (hg_t + 3ull * hg_T < hg_safe)")
+            .expect("fast path")..];
+        let fast = &fast[..fast.find("return;\n  }").expect("end of the fast path")];
+        // Gathered loads keep their checks, four lanes of them; the others have none.
+        assert_eq!(fast.matches("if (hg_x >= n1)").count(), 4, "{code}");
+        assert!(!fast.contains("if (hg_x >= n0)"), "{code}");
+        // Divisions by p and m go through the host's multipliers, which the entry takes after
+        // the timeout and the tail receives.
+        assert!(
+            fast.contains("hg_divm_u32(s_gid_0, p2, hg_dm2, hg_ds2)"),
+            "{code}"
+        );
+        assert!(fast.contains("hg_remm_u32(r"), "{code}");
+        assert!(code.contains("hg_u64 hg_tmo, hg_u32 hg_dm2, hg_u32 hg_ds2, hg_u32 hg_dm3, hg_u32 hg_ds3, hg_u64 hg_total)"), "{code}");
+        assert!(
+            code.contains("hg_kid, hg_tmo, hg_dm2, hg_ds2, hg_dm3, hg_ds3, (hg_u32)hg_g);"),
+            "{code}"
+        );
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! (two device `unsigned int`s, zero between launches: the first elects the lane that records
 //! an error, the second tells every lane to stop), `hg_rec` (five `unsigned long long` the
 //! device can write, host-mapped), `hg_kid` (`unsigned int`, the kernel's id in the backend)
-//! and `hg_tmo` (`unsigned long long`, the launch timeout in nanoseconds, 0 for none). The first
+//! and `hg_tmo` (`unsigned long long`, the launch timeout in nanoseconds, 0 for none), then two
+//! `unsigned int`s (multiplier, shift: [`divide::magic`]) for each parameter of
+//! [`divide::divisor_params`], in parameter order. The first
 //! error of a launch writes `hg_rec = {kind, hg_kid, a, b, c}`: [`ERR_OUT_OF_BOUNDS`] with
 //! `{array, index, length}` (the prelude's `hg_oob`), [`ERR_BARRIER_DIVERGENCE`] with
 //! `{block, barrier, barrier}` (`hg_diverged`), [`ERR_TIMEOUT`] with `{elapsed ns, timeout ns,
@@ -31,6 +33,7 @@
 mod compute;
 mod control;
 mod ctype;
+pub mod divide;
 pub mod map;
 mod memory;
 pub mod prelude;
@@ -60,7 +63,7 @@ pub fn entry_name(kernel: &str) -> String {
 }
 
 /// Bumped whenever generated code changes meaning or form, so cached binaries are not reused.
-pub const CODEGEN_VERSION: u32 = 3;
+pub const CODEGEN_VERSION: u32 = 4;
 
 /// `hg_rec[0]` of an out-of-bounds access.
 pub const ERR_OUT_OF_BOUNDS: u64 = 1;
@@ -287,6 +290,7 @@ pub(crate) fn parameters(kernel: &Kernel) -> (String, Vec<ArrayC>) {
         }
     }
     out.push_str("hg_u32* hg_flag, hg_u64* hg_rec, hg_u32 hg_kid, hg_u64 hg_tmo");
+    out.push_str(&divide::c_parameters(&divide::divisor_params(kernel)));
     (out, arrays)
 }
 
@@ -422,6 +426,29 @@ mod tests {
         );
         // No backward jump: no clock.
         assert!(!code.contains("hg_t0 = hg_now()"), "{code}");
+    }
+
+    #[test]
+    fn barriers_every_lane_reaches_in_order_are_plain_syncthreads() {
+        // A skip that lands on the barrier (as the row kernels' reductions do) and an exit.
+        let text = ".kernel u\n.param .buf.u32 y .rw\n.shared .u32 t[64]\n    setp.ge.u32 %p, %tid.x, 32;\n@%p bra S;\n    st.u32 t[%tid.x], 1;\nS:\n    barrier;\n    setp.ge.u32 %q, %tid.x, 60;\n@%q exit;\n    ld.u32 %v, t[%tid.x];\n    barrier;\n    st.u32 y[%gid], %v;\n";
+        let k = hologram_isa::assemble(text).expect("valid kernel");
+        assert!(control::barriers_are_uniform(&k));
+        let code = gen(text, CodegenOptions::default());
+        // Two barriers plus the shared arrays' clearing, no rendezvous.
+        assert_eq!(code.matches("__syncthreads();").count(), 3, "{code}");
+        assert!(!code.contains("HG_SYNC"), "{code}");
+        assert!(!code.contains("hg_bar_seen"), "{code}");
+        // A loop around a barrier, a guarded barrier and a call keep the rendezvous.
+        for text in [
+            ".kernel l\n.param .buf.u32 y .rw\n.param .u32 n\n    mov.u32 %c, n;\nL:\n    barrier;\n    loop %c, L;\n    st.u32 y[%gid], 1;\n",
+            ".kernel g\n.param .buf.u32 y .rw\n.param .u32 n\n    setp.ge.u32 %p, n, 32;\n@%p barrier;\n    st.u32 y[%gid], 1;\n",
+            ".kernel c\n.param .buf.u32 y .rw\n    call F;\n    st.u32 y[%gid], 1;\n    exit;\nF:\n    barrier;\n    ret;\n",
+        ] {
+            let k = hologram_isa::assemble(text).expect("valid kernel");
+            assert!(!control::barriers_are_uniform(&k), "{text}");
+            assert!(gen(text, CodegenOptions::default()).contains("goto HG_SYNC;"), "{text}");
+        }
     }
 
     #[test]

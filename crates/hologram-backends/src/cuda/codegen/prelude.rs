@@ -61,9 +61,18 @@ HG_UINT(u16, hg_u16, hg_u32, 16)
 HG_UINT(u32, hg_u32, hg_u32, 32)
 HG_UINT(u64, hg_u64, hg_u64, 64)
 
+// u32 division by a launch-uniform divisor d through the host's multiplier m and shift s (see
+// the code generator's `divide`): exact for a < 2^31; m == 0 or a >= 2^31 divide as usual.
+HG_D hg_u32 hg_divm_u32(hg_u32 a, hg_u32 d, hg_u32 m, hg_u32 s) {
+  return (m != 0u && a < 0x80000000u) ? (__umulhi(a, m) >> s) : hg_div_u32(a, d); }
+HG_D hg_u32 hg_remm_u32(hg_u32 a, hg_u32 d, hg_u32 m, hg_u32 s) {
+  return (m != 0u && a < 0x80000000u) ? a - (__umulhi(a, m) >> s) * d : hg_rem_u32(a, d); }
+
 // f32 and f64: IEEE, correctly rounded where the ISA says so; neg/abs work on the sign bit;
 // min/max return the non-NaN operand and order -0 below +0.
-#define HG_FLOAT(S, T, U, TOB, FROMB, SIGN, ADD, SUB, MUL, DIV, FMA, SQRT, TAN, POW, F) \
+// RCP is the correctly rounded reciprocal: the same result as DIV((T)1, x) without the general
+// division's numerator scaling (sigmoid and rsqrt run at bandwidth on large tensors).
+#define HG_FLOAT(S, T, U, TOB, FROMB, SIGN, ADD, SUB, MUL, DIV, RCP, FMA, SQRT, TAN, POW, F) \
 HG_D T hg_neg_##S(T a) { return FROMB(TOB(a) ^ SIGN); } \
 HG_D T hg_abs_##S(T a) { return FROMB(TOB(a) & ~SIGN); } \
 HG_D T hg_add_##S(T a, T b) { return ADD(a, b); } \
@@ -85,12 +94,12 @@ HG_D T hg_log_##S(T a) { return log##F(a); } \
 HG_D T hg_log2_##S(T a) { return log2##F(a); } \
 HG_D T hg_log10_##S(T a) { return log10##F(a); } \
 HG_D T hg_sqrt_##S(T a) { return SQRT(a); } \
-HG_D T hg_rsqrt_##S(T a) { return DIV((T)1, SQRT(a)); } \
+HG_D T hg_rsqrt_##S(T a) { return RCP(SQRT(a)); } \
 HG_D T hg_sin_##S(T a) { return sin##F(a); } \
 HG_D T hg_cos_##S(T a) { return cos##F(a); } \
 HG_D T hg_tan_##S(T a) { return TAN(a); } \
 HG_D T hg_tanh_##S(T a) { return tanh##F(a); } \
-HG_D T hg_sigmoid_##S(T a) { return DIV((T)1, ADD((T)1, exp##F(hg_neg_##S(a)))); } \
+HG_D T hg_sigmoid_##S(T a) { return RCP(ADD((T)1, exp##F(hg_neg_##S(a)))); } \
 HG_D T hg_erf_##S(T a) { return erf##F(a); } \
 HG_D T hg_pow_##S(T a, T b) { return POW(a, b); } \
 HG_D T hg_floor_##S(T a) { return floor##F(a); } \
@@ -106,10 +115,10 @@ HG_D float hg_tanf_via_f64(float a) { return __double2float_rn(tan((double)a)); 
 HG_D float hg_powf_via_f64(float a, float b) { return __double2float_rn(pow((double)a, (double)b)); }
 
 HG_FLOAT(f32, float, hg_u32, __float_as_uint, __uint_as_float, 0x80000000u, __fadd_rn,
-         __fsub_rn, __fmul_rn, __fdiv_rn, __fmaf_rn, __fsqrt_rn, hg_tanf_via_f64,
+         __fsub_rn, __fmul_rn, __fdiv_rn, __frcp_rn, __fmaf_rn, __fsqrt_rn, hg_tanf_via_f64,
          hg_powf_via_f64, f)
 HG_FLOAT(f64, double, hg_u64, hg_dbits, hg_dfrom, 0x8000000000000000ull, __dadd_rn,
-         __dsub_rn, __dmul_rn, __ddiv_rn, __fma_rn, __dsqrt_rn, tan, pow, )
+         __dsub_rn, __dmul_rn, __ddiv_rn, __drcp_rn, __fma_rn, __dsqrt_rn, tan, pow, )
 
 // f16 <-> f32 and bf16 <-> f32, bit-exact with the `half` crate (NaNs are quieted).
 HG_D float hg_h2f(hg_f16 h) {
