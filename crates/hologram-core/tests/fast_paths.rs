@@ -199,3 +199,36 @@ fn row_kernels_run_natively() {
         }
     }
 }
+
+#[test]
+fn pooling_kernels_run_natively() {
+    use hologram_core::ops::MaxPool2d;
+    let exec = Executor::cpu();
+    let p = MaxPool2d {
+        kernel: [3, 3],
+        stride: [2, 2],
+        padding: [1, 1],
+        dilation: [1, 1],
+        ceil_mode: false,
+    };
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let x = input(&exec, &[2, 3, 17, 16], dtype);
+        let w = format!("{dtype:?}");
+        assert_native(
+            &format!("max_pool2d {w}"),
+            paths(&exec, || x.max_pool2d(&p, false).unwrap().0),
+        );
+        assert_native(
+            &format!("max_pool2d with indices {w}"),
+            paths(&exec, || x.max_pool2d(&p, true).unwrap().1.unwrap()),
+        );
+        let (y, i) = x.max_pool2d(&p, true).unwrap();
+        let i = i.unwrap();
+        assert_native(
+            &format!("max_pool2d backward {w}"),
+            paths(&exec, || {
+                Tensor::max_pool2d_backward(&y, &i, x.shape(), &p).unwrap()
+            }),
+        );
+    }
+}
