@@ -232,3 +232,36 @@ fn pooling_kernels_run_natively() {
         );
     }
 }
+
+#[test]
+fn a_fused_multi_output_update_runs_natively() {
+    let exec = Executor::cpu();
+    for dtype in [DType::F32, DType::F16, DType::F64] {
+        let (p, g) = (
+            input(&exec, &[64, 300], dtype),
+            input(&exec, &[64, 300], dtype),
+        );
+        let (m, v) = (
+            input(&exec, &[64, 300], dtype),
+            input(&exec, &[64, 300], dtype),
+        );
+        let w = format!("{dtype:?}");
+        assert_native(
+            &format!("adam-like update {w}"),
+            paths(&exec, || {
+                let m_new = m.mul(0.9).unwrap().add(&g.mul(0.1).unwrap()).unwrap();
+                let v_new = v.mul(0.99).unwrap().add(&g.mul(&g).unwrap()).unwrap();
+                let p_new = p
+                    .sub(
+                        &m_new
+                            .div(&v_new.abs().unwrap().sqrt().unwrap().add(1e-3).unwrap())
+                            .unwrap(),
+                    )
+                    .unwrap();
+                Tensor::assign_all(&[(m_new, m.clone()), (v_new, v.clone()), (p_new, p.clone())])
+                    .unwrap();
+                p.clone()
+            }),
+        );
+    }
+}
