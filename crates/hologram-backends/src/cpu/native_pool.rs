@@ -50,7 +50,9 @@ impl Geometry {
         // The template divides by these and computes window positions in i32: anything
         // unusual runs on the interpreter.
         let small = |v: usize| v < (1 << 20);
-        let sane = [g.h, g.w, g.ho, g.wo, g.sh, g.sw].iter().all(|&v| v > 0)
+        let sane = [g.h, g.w, g.ho, g.wo, g.sh, g.sw, g.kh, g.kw, g.dh, g.dw]
+            .iter()
+            .all(|&v| v > 0)
             && [
                 g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.ho, g.wo,
             ]
@@ -127,22 +129,21 @@ where
     A: Float + FromWide + ToWide + 'static,
 {
     let zero: A = widen::<f64, A>(0.0);
+    // The template's candidate outputs along one axis: [lo, hi).
+    let range = |i: usize, pad: usize, k: usize, d: usize, s: usize, len: usize| {
+        let (p, span) = (i + pad, (k - 1) * d + 1);
+        let lo = if p < span { 0 } else { (p - span) / s + 1 };
+        (lo, (p / s + 1).min(len))
+    };
     for iy in 0..g.h {
+        let (oy0, oy1) = range(iy, g.ph, g.kh, g.dh, g.sh, g.ho);
         for ix in 0..g.w {
+            let (ox0, ox1) = range(ix, g.pw, g.kw, g.dw, g.sw, g.wo);
             let pos = (iy * g.w + ix) as i64;
             let mut acc = zero;
-            for ky in 0..g.kh {
-                let yy = (iy + g.ph) as i64 - (ky * g.dh) as i64;
-                if yy < 0 || yy % g.sh as i64 != 0 || yy / g.sh as i64 >= g.ho as i64 {
-                    continue;
-                }
-                let oy = (yy / g.sh as i64) as usize;
-                for kx in 0..g.kw {
-                    let xx = (ix + g.pw) as i64 - (kx * g.dw) as i64;
-                    if xx < 0 || xx % g.sw as i64 != 0 || xx / g.sw as i64 >= g.wo as i64 {
-                        continue;
-                    }
-                    let o = oy * g.wo + (xx / g.sw as i64) as usize;
+            for oy in oy0..oy1 {
+                for ox in ox0..ox1 {
+                    let o = oy * g.wo + ox;
                     // SAFETY: `o` < ho·wo (the caller's promise covers it).
                     if unsafe { *idx.add(o) } == pos {
                         acc = A::add(acc, widen(unsafe { *gr.add(o) }));

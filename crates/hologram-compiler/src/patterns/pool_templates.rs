@@ -179,9 +179,10 @@ pub fn max_pool_program(storage: Type, indices: bool) -> Program {
 /// The backward kernel. Parameters: `(g, idx, dx, total, xoff, ioff, h, w, kh, kw, sh, sw, ph,
 /// pw, dh, dw, ho, wo)`; one lane per input element `dx[(plane·h + iy)·w + ix]` (`total` of
 /// them), the sum of `g[xoff + o]` over the outputs `o = (plane·ho + oy)·wo + ox` whose window
-/// holds the element and whose `idx[ioff + o]` is `iy·w + ix`, in window order.
+/// spans the element and whose `idx[ioff + o]` is `iy·w + ix`, in output order (as PyTorch's
+/// CUDA kernel: the span bounds the candidates, the index decides, so dilation needs no test).
 pub fn max_pool_backward_program(storage: Type) -> Program {
-    let (u, i, acc) = (Type::U32, Type::I32, pool_acc(storage));
+    let (u, acc) = (Type::U32, pool_acc(storage));
     let mut b = ProgramBuilder::new("max_pool_backward");
     b.buffer("g", storage)
         .buffer("idx", Type::I64)
@@ -197,51 +198,37 @@ pub fn max_pool_backward_program(storage: Type) -> Program {
     b.cvt(Type::I64, u, "%pos", "%posu");
     b.mul(u, "%obase", "%plane", "ho");
     b.mul(u, "%obase", "%obase", "wo");
-    b.cvt(i, u, "%hos", "ho");
-    b.cvt(i, u, "%wos", "wo");
-    b.cvt(i, u, "%shs", "sh");
-    b.cvt(i, u, "%sws", "sw");
-    // iy + ph and ix + pw, signed.
-    b.add(u, "%ypu", "%iy", "ph");
-    b.add(u, "%xpu", "%ix", "pw");
-    b.cvt(i, u, "%yp", "%ypu");
-    b.cvt(i, u, "%xp", "%xpu");
+    // The outputs whose window spans row iy: oy in [oy0, oy1), and likewise for columns.
+    candidates(
+        &mut b,
+        "%iy",
+        "ph",
+        "kh",
+        "dh",
+        "sh",
+        "ho",
+        ("%oy0", "%oy1"),
+    );
+    candidates(
+        &mut b,
+        "%ix",
+        "pw",
+        "kw",
+        "dw",
+        "sw",
+        "wo",
+        ("%ox0", "%ox1"),
+    );
     b.mov(acc, "%acc", Imm::Float(0.0));
-    b.mov(u, "%ky", 0u32);
-    b.label("KY");
-    b.setp(CmpOp::Ge, u, "%endy", "%ky", "kh");
+    b.mov(u, "%oy", "%oy0");
+    b.label("OY");
+    b.setp(CmpOp::Ge, u, "%endy", "%oy", "%oy1");
     b.guard("%endy", false).bra("STORE");
-    // yy = iy + ph - ky·dh: an output row when divisible by sh and inside the output.
-    b.mul(u, "%kdu", "%ky", "dh");
-    b.cvt(i, u, "%kd", "%kdu");
-    b.sub(i, "%yy", "%yp", "%kd");
-    b.setp(CmpOp::Ge, i, "%oky", "%yy", 0i32);
-    b.rem(i, "%ry", "%yy", "%shs");
-    b.setp(CmpOp::Eq, i, "%p", "%ry", 0i32);
-    b.and(Type::Pred, "%oky", "%oky", "%p");
-    b.div(i, "%oy", "%yy", "%shs");
-    b.setp(CmpOp::Lt, i, "%p", "%oy", "%hos");
-    b.and(Type::Pred, "%oky", "%oky", "%p");
-    b.guard("%oky", true).bra("NEXTY");
-    b.mov(u, "%kx", 0u32);
-    b.label("KX");
-    b.setp(CmpOp::Ge, u, "%endx", "%kx", "kw");
+    b.mov(u, "%ox", "%ox0");
+    b.label("OX");
+    b.setp(CmpOp::Ge, u, "%endx", "%ox", "%ox1");
     b.guard("%endx", false).bra("NEXTY");
-    b.mul(u, "%kdxu", "%kx", "dw");
-    b.cvt(i, u, "%kdx", "%kdxu");
-    b.sub(i, "%xx", "%xp", "%kdx");
-    b.setp(CmpOp::Ge, i, "%ok", "%xx", 0i32);
-    b.rem(i, "%rx", "%xx", "%sws");
-    b.setp(CmpOp::Eq, i, "%p", "%rx", 0i32);
-    b.and(Type::Pred, "%ok", "%ok", "%p");
-    b.div(i, "%ox", "%xx", "%sws");
-    b.setp(CmpOp::Lt, i, "%p", "%ox", "%wos");
-    b.and(Type::Pred, "%ok", "%ok", "%p");
-    b.guard("%ok", true).bra("NEXTX");
-    // o = obase + oy·wo + ox
-    b.cvt(u, i, "%oyu", "%oy");
-    b.cvt(u, i, "%oxu", "%ox");
-    b.mad(u, "%o", "%oyu", "wo", "%oxu");
+    b.mad(u, "%o", "%oy", "wo", "%ox");
     b.add(u, "%o", "%o", "%obase");
     b.add(u, "%io", "%o", "ioff");
     b.ld(Type::I64, "%at", "idx", "%io");
@@ -256,11 +243,11 @@ pub fn max_pool_backward_program(storage: Type) -> Program {
         b.add(acc, "%acc", "%acc", "%vw");
     }
     b.label("NEXTX");
-    b.add(u, "%kx", "%kx", 1u32);
-    b.bra("KX");
+    b.add(u, "%ox", "%ox", 1u32);
+    b.bra("OX");
     b.label("NEXTY");
-    b.add(u, "%ky", "%ky", 1u32);
-    b.bra("KY");
+    b.add(u, "%oy", "%oy", 1u32);
+    b.bra("OY");
     b.label("STORE");
     if storage == acc {
         b.st(storage, "dx", Special::GidLinear, "%acc");
@@ -269,6 +256,34 @@ pub fn max_pool_backward_program(storage: Type) -> Program {
         b.st(storage, "dx", Special::GidLinear, "%out");
     }
     b.finish()
+}
+
+/// `[lo, hi)`: the output positions along one axis whose window (`k` taps `d` apart, windows
+/// `s` apart, `pad` before the input) spans input position `i`: with `p = i + pad` and the
+/// span `(k - 1)·d + 1`, `lo = p < span ? 0 : (p - span) / s + 1`, `hi = min(p / s + 1, len)`.
+#[allow(clippy::too_many_arguments)]
+fn candidates(
+    b: &mut ProgramBuilder,
+    i: &str,
+    pad: &str,
+    k: &str,
+    d: &str,
+    s: &str,
+    len: &str,
+    (lo, hi): (&str, &str),
+) {
+    let u = Type::U32;
+    b.add(u, "%cp", i, pad);
+    b.sub(u, "%span", k, 1u32);
+    b.mad(u, "%span", "%span", d, 1u32);
+    b.setp(CmpOp::Lt, u, "%near", "%cp", "%span");
+    b.sub(u, "%far", "%cp", "%span");
+    b.div(u, "%far", "%far", s);
+    b.add(u, "%far", "%far", 1u32);
+    b.selp(u, lo, 0u32, "%far", "%near");
+    b.div(u, hi, "%cp", s);
+    b.add(u, hi, hi, 1u32);
+    b.min(u, hi, hi, len);
 }
 
 /// The template of `p`.

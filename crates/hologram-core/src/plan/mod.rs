@@ -43,7 +43,7 @@ use crate::executor::Executor;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 
-use binding::{bind, Input, Slot};
+use binding::{Input, Slot};
 pub use recording::Recording;
 use step::Step;
 
@@ -299,7 +299,7 @@ impl Plan {
                 ));
             }
             match input {
-                Input::Slot(slot) => bind(x, &slot.tensor(&self.exec))?,
+                Input::Slot(slot) => slot.fill(x, &self.exec)?,
                 Input::Direct { .. } if input.accepts(x) => {}
                 Input::Direct { .. } => {
                     return Err(Error::InvalidArgument(format!(
