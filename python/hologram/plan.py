@@ -49,7 +49,7 @@ class Plan:
     @property
     def stats(self) -> dict:
         """``steps``, ``launches``, ``gemms``, ``copies``, ``peak_bytes``, ``constant_bytes``,
-        ``captured`` (a CUDA graph) and ``replays``."""
+        ``constants_in_place``, ``captured`` (a CUDA graph) and ``replays``."""
         return dict(self._p.stats())
 
     def profile(self) -> str | None:

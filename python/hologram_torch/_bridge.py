@@ -79,7 +79,8 @@ def _current_stream(device: torch.device) -> int:
 
 def _import_native(x: torch.Tensor, executor: hg.Executor, cuda: bool, cpu_e):
     """A native Hologram view of one torch tensor (no stream handshake: the caller's)."""
-    x = x.detach()
+    if x.requires_grad:  # DLPack exports no tensor that requires grad (detaching costs ~0.3 µs)
+        x = x.detach()
     if cuda and x.device.type == "cuda":
         return _native.from_dlpack(_to_dlpack(x), cpu_e, executor._e)
     if not cuda and x.device.type == "cpu":

@@ -159,7 +159,11 @@ def interpret(nodes, values: dict) -> dict:
                 raise lowering.NoLowering(f"{n.target}: no Hologram lowering")
             a = torch.fx.node.map_arg(n.args, lambda m: env[m])
             k = torch.fx.node.map_arg(n.kwargs, lambda m: env[m])
-            env[n] = fn(*a, **k)
+            lowering.CTX.node = n
+            try:
+                env[n] = fn(*a, **k)
+            finally:
+                lowering.CTX.node = None
         elif n.op == "get_attr":
             raise lowering.NoLowering(f"a get_attr node ({n.target})")
     return env

@@ -64,6 +64,8 @@ class Ctx:
 
     executor: hg.Executor | None = None
     seed: hg.Tensor | None = None
+    # The FX node being lowered (multi-output lowerings skip outputs nothing reads).
+    node = None
     draws: int = 0
 
     def salt(self) -> hg.Tensor:
@@ -679,48 +681,41 @@ def _pool_out(n, k, pad, stride, dil, ceil_mode):
     return out
 
 
+def _pool_args(kernel_size, stride, padding, dilation, ceil_mode):
+    kernel = _pair(kernel_size)
+    return kernel, _pair(stride) if stride else kernel, _pair(padding), _pair(dilation), bool(ceil_mode)
+
+
+def _output_used(i):
+    """True unless the node being lowered is known to have no user of its output ``i`` (a
+    multi-output op then need not compute it)."""
+    node = CTX.node
+    if node is None:
+        return True
+    return any(u.target is not operator.getitem or u.args[1] == i for u in node.users)
+
+
 @_reg(aten.max_pool2d_with_indices.default)
 def _max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """(values, flat indices into each input plane) as one fused element-wise kernel: the
-    maximum over the window's strided views of the input padded with -inf, the first maximum
-    winning and NaN propagating, as PyTorch's kernels do."""
+    """(values, flat indices into each input plane) from one pooling kernel that reads each
+    window straight from the input (the first maximum winning and NaN propagating, as in
+    PyTorch); the indices only when the graph reads them (a training graph saves them for the
+    backward, an inference graph drops them)."""
     if not _is_float(x):
         raise NoLowering("max_pool2d of an integer tensor")
-    batched = x.ndim == 4
-    x = x if batched else x.reshape(1, *x.shape)
-    (kh, kw), (ph, pw), (dh, dw) = _pair(kernel_size), _pair(padding), _pair(dilation)
-    sh, sw = _pair(stride) if stride else (kh, kw)
-    n, c, h, w = x.shape
-    oh, ow = _pool_out(h, kh, ph, sh, dh, ceil_mode), _pool_out(w, kw, pw, sw, dw, ceil_mode)
-    need_h, need_w = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
-    xp = _pad(x, [pw, max(0, need_w - w - pw), ph, max(0, need_h - h - ph)], float("-inf"))
-    rows = hg.arange(oh, dtype="int64", device=CTX.executor).reshape(oh, 1) * sh - ph
-    cols = hg.arange(ow, dtype="int64", device=CTX.executor).reshape(1, ow) * sw - pw
-    best = index = None
-    for i in range(kh):
-        for j in range(kw):
-            v = _slice(_slice(xp, 2, i * dh, i * dh + (oh - 1) * sh + 1, sh), 3, j * dw, j * dw + (ow - 1) * sw + 1, sw)
-            at = (rows + i * dh) * w + (cols + j * dw)
-            if best is None:
-                best, index = v, _expand(at.reshape(1, 1, oh, ow), [n, c, oh, ow])
-            else:
-                take = (v > best) | (v != v)
-                best, index = hg.where(take, v, best), hg.where(take, at, index)
-    if not batched:
-        best, index = best.reshape(c, oh, ow), index.reshape(c, oh, ow)
-    return best, index
+    if x.ndim not in (3, 4):
+        raise NoLowering(f"max_pool2d of a {x.ndim}-D tensor")
+    y, idx = x._t.max_pool2d(*_pool_args(kernel_size, stride, padding, dilation, ceil_mode), _output_used(1))
+    return hg.Tensor._wrap(y), None if idx is None else hg.Tensor._wrap(idx)
 
 
 @_reg(aten.max_pool2d_with_indices_backward.default)
 def _max_pool2d_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    """Each output's gradient added at the input position its maximum came from."""
-    lead, (h, w) = list(x.shape[:-2]), x.shape[-2:]
-    plane = 1
-    for d in lead:
-        plane *= d
-    g = grad.reshape(plane, -1)
-    dx = hg.zeros((plane, h * w), dtype=grad.dtype, device=CTX.executor)
-    return dx.scatter_add(1, indices.reshape(plane, -1), g).reshape(*lead, h, w)
+    """Each input element's gradient: the sum of the output gradients whose index names it."""
+    if grad.ndim not in (3, 4):
+        raise NoLowering(f"max_pool2d backward of a {grad.ndim}-D tensor")
+    return hg.Tensor._wrap(grad._t.max_pool2d_backward(
+        indices._t, list(x.shape), *_pool_args(kernel_size, stride, padding, dilation, ceil_mode)))
 
 
 @_reg(aten.constant_pad_nd.default)

@@ -170,7 +170,8 @@ def test_gpt_loss_curve_tracks_eager_over_200_steps():
 
 
 @pytest.mark.parametrize("kernel,stride,padding,dilation,ceil", [
-    (3, 2, 1, 1, False), (2, 2, 0, 1, False), (3, 2, 1, 2, True), (2, 3, 1, 1, True)])
+    (3, 2, 1, 1, False), (2, 2, 0, 1, False), (3, 2, 1, 2, True), (2, 3, 1, 1, True),
+    ((3, 2), (1, 2), (1, 0), (2, 1), False), ((2, 4), (2, 1), (1, 2), 1, True), (5, 1, 2, 1, False)])
 def test_max_pool_and_its_backward_match_eager_exactly(kernel, stride, padding, dilation, ceil):
     x = torch.randn(2, 3, 9, 11, requires_grad=True)
     with torch.no_grad():
@@ -185,3 +186,43 @@ def test_max_pool_and_its_backward_match_eager_exactly(kernel, stride, padding, 
     assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.nan_to_num(), ref.nan_to_num())
     assert torch.equal(x.grad, want)
     assert hologram_torch.compile_stats()["fallback_nodes"] == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_max_pool_of_an_unbatched_input_with_ties_nan_and_inf(dtype):
+    x = torch.randint(-2, 3, (3, 8, 7)).to(dtype).requires_grad_(True)
+    with torch.no_grad():
+        x[0, 1, 1] = float("nan")
+        x[1, 2:5, 2:5] = float("-inf")  # a window of -inf: its index is its first element
+        x[2, 5, 3] = float("nan")
+        x[2, 5, 5] = float("nan")  # a later NaN wins over an earlier one
+    f = lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1, return_indices=True)  # noqa: E731
+    ref, ref_i = f(x)
+    (ref.nan_to_num(0.0, 0.0, 0.0) * torch.arange(ref.numel()).reshape(ref.shape)).sum().backward()
+    want, x.grad = x.grad.clone(), None
+    out, out_i = torch.compile(f, backend="hologram")(x)
+    (out.nan_to_num(0.0, 0.0, 0.0) * torch.arange(out.numel()).reshape(out.shape)).sum().backward()
+    assert torch.equal(out_i, ref_i)
+    assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.nan_to_num(), ref.nan_to_num())
+    assert torch.equal(x.grad, want)
+    assert hologram_torch.compile_stats()["fallback_nodes"] == 0
+
+
+def test_max_pool_computes_indices_only_where_the_graph_reads_them(monkeypatch):
+    from hologram_torch import lowering
+
+    asked = []
+    real = lowering._output_used
+    monkeypatch.setattr(lowering, "_output_used", lambda i: asked.append(real(i)) or asked[-1])
+    x = torch.randn(2, 3, 8, 8)
+    f = lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1) + 1  # noqa: E731
+    with torch.no_grad():
+        out = torch.compile(f, backend="hologram")(x)
+    assert torch.equal(out, f(x))
+    assert asked == [False]  # inference: the indices are dead
+    torch._dynamo.reset()
+    asked.clear()
+    xg = x.clone().requires_grad_(True)
+    torch.compile(f, backend="hologram")(xg).sum().backward()
+    assert asked == [True]  # training: the backward reads them
+    assert torch.equal(xg.grad, torch.func.grad(lambda t: f(t).sum())(x))

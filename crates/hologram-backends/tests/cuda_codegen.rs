@@ -42,6 +42,16 @@ fn kernels() -> Vec<(String, Kernel)> {
         let k = hologram_isa::assemble(&text).expect("gemm kernel assembles");
         out.push((format!("gemm_{ty}"), k));
     }
+    // The library's max-pooling templates.
+    use hologram_compiler::patterns::pool_templates::pool_program;
+    use hologram_compiler::patterns::{PoolOp, PoolPattern};
+    for storage in [Type::F16, Type::BF16, Type::F32, Type::F64] {
+        for op in [PoolOp::Max, PoolOp::MaxWithIndices, PoolOp::MaxBackward] {
+            let k = hologram_isa::validate(&pool_program(&PoolPattern { op, storage }))
+                .expect("pool template validates");
+            out.push((format!("pool_{op:?}_{storage}"), k));
+        }
+    }
     out
 }
 

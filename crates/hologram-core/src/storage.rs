@@ -67,6 +67,11 @@ impl Storage {
         let exec = Executor {
             inner: self.inner.clone(),
         };
+        if exec.recording_here() {
+            if let Some(arena) = &self.block.arena {
+                arena.pin(self.memory());
+            }
+        }
         exec.record(|| Step::Upload {
             memory: self.memory().clone(),
             offset,

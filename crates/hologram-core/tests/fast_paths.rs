@@ -243,3 +243,69 @@ fn attention_kernels_run_natively() {
         }
     }
 }
+
+#[test]
+fn pooling_kernels_run_natively() {
+    use hologram_core::ops::MaxPool2d;
+    let exec = Executor::cpu();
+    let p = MaxPool2d {
+        kernel: [3, 3],
+        stride: [2, 2],
+        padding: [1, 1],
+        dilation: [1, 1],
+        ceil_mode: false,
+    };
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let x = input(&exec, &[2, 3, 17, 16], dtype);
+        let w = format!("{dtype:?}");
+        assert_native(
+            &format!("max_pool2d {w}"),
+            paths(&exec, || x.max_pool2d(&p, false).unwrap().0),
+        );
+        assert_native(
+            &format!("max_pool2d with indices {w}"),
+            paths(&exec, || x.max_pool2d(&p, true).unwrap().1.unwrap()),
+        );
+        let (y, i) = x.max_pool2d(&p, true).unwrap();
+        let i = i.unwrap();
+        assert_native(
+            &format!("max_pool2d backward {w}"),
+            paths(&exec, || {
+                Tensor::max_pool2d_backward(&y, &i, x.shape(), &p).unwrap()
+            }),
+        );
+    }
+}
+
+#[test]
+fn a_fused_multi_output_update_runs_natively() {
+    let exec = Executor::cpu();
+    for dtype in [DType::F32, DType::F16, DType::F64] {
+        let (p, g) = (
+            input(&exec, &[64, 300], dtype),
+            input(&exec, &[64, 300], dtype),
+        );
+        let (m, v) = (
+            input(&exec, &[64, 300], dtype),
+            input(&exec, &[64, 300], dtype),
+        );
+        let w = format!("{dtype:?}");
+        assert_native(
+            &format!("adam-like update {w}"),
+            paths(&exec, || {
+                let m_new = m.mul(0.9).unwrap().add(&g.mul(0.1).unwrap()).unwrap();
+                let v_new = v.mul(0.99).unwrap().add(&g.mul(&g).unwrap()).unwrap();
+                let p_new = p
+                    .sub(
+                        &m_new
+                            .div(&v_new.abs().unwrap().sqrt().unwrap().add(1e-3).unwrap())
+                            .unwrap(),
+                    )
+                    .unwrap();
+                Tensor::assign_all(&[(m_new, m.clone()), (v_new, v.clone()), (p_new, p.clone())])
+                    .unwrap();
+                p.clone()
+            }),
+        );
+    }
+}

@@ -149,6 +149,57 @@ fn constants_made_while_recording_are_kept() {
 }
 
 #[test]
+fn constants_only_read_cost_a_replay_nothing() {
+    for exec in common::executors() {
+        let x = tensor(&exec, &[4, 4], 3);
+        let y = tensor(&exec, &[4, 4], 5);
+        // Two constants, each read by several steps, their buffers free again afterwards.
+        let read_only = |t: &[Tensor]| -> Result<Vec<Tensor>> {
+            let c = Tensor::from_slice(t[0].executor(), &[1.0f32, 2.0, 3.0, 4.0], &[4])?;
+            let s = Tensor::from_slice(t[0].executor(), &[0.5f32], &[])?;
+            let a = t[0].mul(&c)?.contiguous()?;
+            let b = a.add(&c)?.mul(&s)?.contiguous()?;
+            Ok(vec![b.mul(&b)?.sub(&s)?.contiguous()?])
+        };
+        let (plan, _) = Plan::record(&exec, std::slice::from_ref(&x), read_only).unwrap();
+        let stats = plan.stats();
+        assert_eq!(
+            (stats.copies, stats.constants_in_place),
+            (0, 2),
+            "{stats:?}"
+        );
+        for input in [&y, &x, &y] {
+            let args = std::slice::from_ref(input);
+            assert_eq!(
+                bits(&plan.run(args).unwrap()[0]),
+                bits(&read_only(args).unwrap()[0])
+            );
+        }
+        // A constant written again after its upload (a padded copy: constant fill, then the
+        // input copied into its middle), and a constant that is an output, are copied back
+        // into their buffers on every replay.
+        let written = |t: &[Tensor]| -> Result<Vec<Tensor>> {
+            let e = t[0].executor();
+            let padded = Tensor::from_slice(e, &[-1.0f32; 36], &[6, 6])?;
+            t[0].copy_into(&padded.slice(0, 1, 5, 1)?.slice(1, 1, 5, 1)?)?;
+            let out = Tensor::from_slice(e, &[7.0f32, 8.0], &[2])?;
+            Ok(vec![padded.add(1.0)?.contiguous()?, out])
+        };
+        let (plan, _) = Plan::record(&exec, std::slice::from_ref(&x), written).unwrap();
+        let stats = plan.stats();
+        assert_eq!(stats.constants_in_place, 0, "{stats:?}");
+        assert!(stats.copies >= 2, "{stats:?}");
+        for input in [&y, &x] {
+            let args = std::slice::from_ref(input);
+            let (got, want) = (plan.run(args).unwrap(), written(args).unwrap());
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(bits(g), bits(w));
+            }
+        }
+    }
+}
+
+#[test]
 fn host_reads_and_wrong_inputs_are_errors() {
     let exec = Executor::cpu();
     let x = tensor(&exec, &[4], 1);

@@ -88,6 +88,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &PlanStats) -> PyResult<Bound<'py, PyDict
     d.set_item("copies", s.copies)?;
     d.set_item("peak_bytes", s.peak_bytes)?;
     d.set_item("constant_bytes", s.constant_bytes)?;
+    d.set_item("constants_in_place", s.constants_in_place)?;
     d.set_item("captured", s.captured)?;
     d.set_item("replays", s.replays)?;
     Ok(d)
@@ -138,7 +139,8 @@ impl PyPlan {
         self.plan.outputs_free()
     }
 
-    /// Counters: steps, launches, gemms, copies, peak_bytes, constant_bytes, captured, replays.
+    /// Counters: steps, launches, gemms, copies, peak_bytes, constant_bytes,
+    /// constants_in_place, captured, replays.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, &self.plan.stats())
     }

@@ -754,6 +754,60 @@ impl PyTensor {
         Ok((wrap(dx), wrap(dw), wrap(db)))
     }
 
+    /// `(values, indices)` of a 2-D max pooling over the last two axes (indices, i64 flat
+    /// positions in each plane, only when `indices` asks for them; else `None`).
+    #[allow(clippy::too_many_arguments)]
+    fn max_pool2d(
+        &self,
+        py: Python<'_>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        ceil_mode: bool,
+        indices: bool,
+    ) -> PyRes<(PyTensor, Option<PyTensor>)> {
+        let p = hologram_core::ops::MaxPool2d {
+            kernel,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+        };
+        let x = self.t.clone();
+        let (y, i) = nogil(py, move || x.max_pool2d(&p, indices))?;
+        Ok((PyTensor { t: y }, i.map(|t| PyTensor { t })))
+    }
+
+    /// The input gradient of `max_pool2d` for an input of `input_shape`, this tensor being the
+    /// output's gradient.
+    #[allow(clippy::too_many_arguments)]
+    fn max_pool2d_backward(
+        &self,
+        py: Python<'_>,
+        indices: &PyTensor,
+        input_shape: Vec<usize>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        ceil_mode: bool,
+    ) -> PyRes<PyTensor> {
+        let p = hologram_core::ops::MaxPool2d {
+            kernel,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+        };
+        let (g, i) = (self.t.clone(), indices.t.clone());
+        Ok(PyTensor {
+            t: nogil(py, move || {
+                Tensor::max_pool2d_backward(&g, &i, &input_shape, &p)
+            })?,
+        })
+    }
+
     /// Random numbers (uniform in [0, 1), or standard normal) seeded by the value of this
     /// one-element integer tensor.
     fn rand_seeded(&self, shape: Vec<usize>, normal: bool, dtype: &str) -> PyRes<PyTensor> {

@@ -116,6 +116,8 @@ pub(crate) struct CpuKernel {
     pub native_reduce: Option<hologram_compiler::patterns::ReducePattern>,
     /// A recognized row kernel (softmax and friends).
     pub native_rows: Option<hologram_compiler::patterns::RowPattern>,
+    /// A max-pooling kernel.
+    pub native_pool: Option<hologram_compiler::patterns::PoolPattern>,
 }
 
 impl CpuKernel {
@@ -486,5 +488,6 @@ pub(crate) fn lower(kernel: &Arc<Kernel>) -> Result<CpuKernel> {
         native: None,
         native_reduce: None,
         native_rows: None,
+        native_pool: None,
     })
 }

@@ -17,6 +17,7 @@ mod memops;
 mod memory;
 mod native;
 mod native_divide;
+mod native_pool;
 mod native_reduce;
 mod native_rows;
 mod native_walk;
@@ -198,6 +199,10 @@ impl Backend for CpuBackend {
                 tracing::debug!(kernel = %kernel.name, "row kernel: native loop");
                 lowered.native_rows = Some(*pattern);
             }
+            Some(Pattern::Pool(pattern)) => {
+                tracing::debug!(kernel = %kernel.name, "max pooling: native loop");
+                lowered.native_pool = Some(*pattern);
+            }
             None => {}
         }
         bump(&self.counters.compiles, 1);
@@ -269,6 +274,19 @@ impl Backend for CpuBackend {
                 parallel: device.parallel,
             };
             if native_rows::run(pattern, &args, config).is_some() {
+                bump(&self.counters.library_launches, 1);
+                return Ok(());
+            }
+        }
+        if let Some(pattern) = &k.native_pool {
+            let args = native_reduce::Args {
+                globals: &globals,
+                scalars: &scalars,
+                sizes: &sizes,
+                parallel: device.parallel,
+            };
+            let lanes = blocks.saturating_mul(block_lanes as u64);
+            if native_pool::run(pattern, &args, lanes).is_some() {
                 bump(&self.counters.library_launches, 1);
                 return Ok(());
             }

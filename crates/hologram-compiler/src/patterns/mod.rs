@@ -5,6 +5,7 @@
 
 mod map;
 pub mod norm_templates;
+pub mod pool_templates;
 mod reduce;
 pub mod reduce_templates;
 mod row_gen;
@@ -14,6 +15,7 @@ pub mod softmax_templates;
 use hologram_isa::Kernel;
 
 pub use map::{recognize_map, MapPattern};
+pub use pool_templates::{recognize_pool, PoolOp, PoolPattern};
 pub use reduce::{recognize_reduce, ReduceKind, ReducePattern};
 pub use rows::{recognize_rows, RowPattern};
 
@@ -28,6 +30,8 @@ pub enum Pattern {
     /// A fused row kernel: softmax, log-softmax or their backward ops over rows (one of the
     /// templates of [`softmax_templates`]).
     Rows(RowPattern),
+    /// A 2-D max-pooling kernel (one of the templates of [`pool_templates`]).
+    Pool(PoolPattern),
 }
 
 /// Recognizes a canonical kernel.
@@ -36,6 +40,7 @@ pub fn recognize(kernel: &Kernel) -> Option<Pattern> {
         .map(Pattern::Map)
         .or_else(|| recognize_reduce(kernel).map(Pattern::Reduce))
         .or_else(|| recognize_rows(kernel).map(Pattern::Rows))
+        .or_else(|| recognize_pool(kernel).map(Pattern::Pool))
 }
 
 /// The canonical text with the kernel, parameters and arrays renamed by position.

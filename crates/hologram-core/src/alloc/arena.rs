@@ -19,6 +19,15 @@ struct State {
     reserved: u64,
     /// Most bytes held at once.
     peak: u64,
+    /// Blocks holding constants the recording uploaded (by address): kept for the plan, never
+    /// reused for another value, so the plan may read the constant where it is.
+    pinned: std::collections::HashSet<usize>,
+    /// Pinned blocks given back.
+    kept: Vec<Memory>,
+}
+
+fn key(m: &Memory) -> usize {
+    Arc::as_ptr(m) as *const u8 as usize
 }
 
 /// Device memory owned by one plan.
@@ -70,9 +79,22 @@ impl Arena {
 
     /// Takes a block back (oversized blocks stay reserved too: the plan may need them again).
     pub fn release(&self, memory: Memory, class: Option<usize>) {
-        if let Some(k) = class {
-            self.lock().free[k].push(memory);
+        let mut st = self.lock();
+        if st.pinned.contains(&key(&memory)) {
+            st.kept.push(memory);
+        } else if let Some(k) = class {
+            st.free[k].push(memory);
         }
+    }
+
+    /// Keeps `memory` (a block of this arena a constant was uploaded to) from later values.
+    pub fn pin(&self, memory: &Memory) {
+        self.lock().pinned.insert(key(memory));
+    }
+
+    /// True when `memory` was pinned.
+    pub fn is_pinned(&self, memory: &Memory) -> bool {
+        self.lock().pinned.contains(&key(memory))
     }
 
     /// Bytes held from the device now, and at most.

@@ -80,6 +80,10 @@ pub(crate) struct Spec<'a> {
     pub inputs: smallvec::SmallVec<[(DType, Access); 8]>,
     pub rank: usize,
     pub out: (DType, Access),
+    /// More outputs, each a root and its dtype, stored densely at `%gid` into buffers `out1`,
+    /// `out2`, ... after `out` (only with a dense `out`): one kernel for several values of one
+    /// shape, an optimizer's new parameter and moments.
+    pub extra: smallvec::SmallVec<[(NodeId, DType); 2]>,
 }
 
 struct Gen<'a> {
@@ -100,6 +104,30 @@ impl Gen<'_> {
     fn tmp(&mut self) -> String {
         self.tmp += 1;
         format!("%t{}", self.tmp)
+    }
+
+    /// Stores node `root`'s value, converted to `odt`'s storage type, at `idx` of `array`.
+    fn store(&mut self, root: NodeId, odt: DType, array: &str, idx: Operand<String>) {
+        let root_dt = self.spec.graph.dtype(root);
+        let mut val = self.opnd(root);
+        let st = odt.storage();
+        let ct = compute(root_dt);
+        if matches!(self.spec.graph.nodes[root as usize].0, Node::Scalar(_)) {
+            // A constant root (fill): materialize it in a register of the compute type.
+            let r = self.tmp();
+            self.b.mov(ct, &r, val);
+            val = Operand::Reg(r[1..].to_string());
+        }
+        if ct == Type::Pred {
+            let r = self.tmp();
+            self.b.selp(st, &r, 1u32, 0u32, val);
+            val = Operand::Reg(r[1..].to_string());
+        } else if ct != st {
+            let r = self.tmp();
+            self.b.cvt(st, ct, &r, val);
+            val = Operand::Reg(r[1..].to_string());
+        }
+        self.b.st(st, array, idx, val);
     }
 
     fn reg(n: NodeId) -> String {
@@ -429,6 +457,9 @@ fn name_of(spec: &Spec<'_>, needed: &[bool]) -> String {
 fn needed_nodes(spec: &Spec<'_>) -> Vec<bool> {
     let mut needed = vec![false; spec.graph.nodes.len()];
     needed[spec.root as usize] = true;
+    for &(r, _) in &spec.extra {
+        needed[r as usize] = true;
+    }
     for i in (0..spec.graph.nodes.len()).rev() {
         if !needed[i] {
             continue;
@@ -524,6 +555,9 @@ pub(crate) fn program(spec: &Spec<'_>) -> Program {
         }
     }
     b.buffer_rw("out", spec.out.0.storage());
+    for (k, &(_, dt)) in spec.extra.iter().enumerate() {
+        b.buffer_rw(&format!("out{}", k + 1), dt.storage());
+    }
     if spec.out.1 != Access::Dense {
         b.scalar("oout", Type::U32);
     }
@@ -574,26 +608,10 @@ pub(crate) fn program(spec: &Spec<'_>) -> Program {
     }
     let (odt, oaccess) = spec.out;
     let idx = g.index("out", oaccess);
-    let root_dt = spec.graph.dtype(spec.root);
-    let mut val = g.opnd(spec.root);
-    let st = odt.storage();
-    let ct = compute(root_dt);
-    if matches!(spec.graph.nodes[spec.root as usize].0, Node::Scalar(_)) {
-        // A constant root (fill): materialize it in a register of the compute type.
-        let r = g.tmp();
-        g.b.mov(ct, &r, val);
-        val = Operand::Reg(r[1..].to_string());
+    g.store(spec.root, odt, "out", idx);
+    for (k, &(root, dt)) in spec.extra.iter().enumerate() {
+        g.store(root, dt, &format!("out{}", k + 1), Operand::Special(GID));
     }
-    if ct == Type::Pred {
-        let r = g.tmp();
-        g.b.selp(st, &r, 1u32, 0u32, val);
-        val = Operand::Reg(r[1..].to_string());
-    } else if ct != st {
-        let r = g.tmp();
-        g.b.cvt(st, ct, &r, val);
-        val = Operand::Reg(r[1..].to_string());
-    }
-    g.b.st(st, "out", idx, val);
     g.b.finish()
 }
 

@@ -101,6 +101,10 @@ pub(crate) fn key(spec: &Spec<'_>) -> Key {
     for &(dt, access) in &spec.inputs {
         k.push(dt as u64 | access_code(access) << 8);
     }
+    // Extra outputs: a tag word that no input word equals (bit 63), then root and dtype.
+    for &(root, dt) in &spec.extra {
+        k.push(1 << 63 | (root as u64) << 8 | dt as u64);
+    }
     for (node, dt) in &spec.graph.nodes {
         let tag = |kind: u64, f: u64| kind | (*dt as u64) << 8 | f << 16;
         let pair = |a: u32, b: u32| a as u64 | (b as u64) << 32;
@@ -147,6 +151,7 @@ mod tests {
             inputs: smallvec::smallvec![(DType::F32, input)],
             rank: 1,
             out: (DType::F32, out),
+            extra: smallvec::SmallVec::new(),
         })
     }
 

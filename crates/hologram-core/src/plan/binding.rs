@@ -17,6 +17,28 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// Copies `x` (of the slot's shape and dtype) into the slot: one device copy when `x` is
+    /// stored contiguously (no tensor made for the slot), else through [`bind`].
+    pub fn fill(&self, x: &Tensor, exec: &crate::executor::Executor) -> Result<()> {
+        match &x.src {
+            Source::Stored(s)
+                if x.is_contiguous()
+                    && x.dtype() == self.spec.dtype
+                    && x.shape() == self.spec.shape.as_slice() =>
+            {
+                let size = x.dtype().size();
+                x.exec.copy_device(
+                    s.memory(),
+                    x.layout.offset * size,
+                    self.storage.memory(),
+                    self.offset,
+                    self.bytes(),
+                )
+            }
+            _ => bind(x, &self.tensor(exec)),
+        }
+    }
+
     pub fn bytes(&self) -> usize {
         self.spec.shape.iter().product::<usize>() * self.spec.dtype.size()
     }
@@ -47,6 +69,18 @@ pub(crate) fn address_of(m: &hologram_backends::Memory) -> u64 {
 }
 
 impl Place {
+    /// True when `t` is stored at this place: `Place::of(t) == Some(self)`, without building
+    /// the place.
+    pub fn holds(&self, t: &Tensor) -> bool {
+        let Source::Stored(s) = &t.src else {
+            return false;
+        };
+        t.dtype == self.spec.dtype
+            && t.layout.shape.as_slice() == self.spec.shape.as_slice()
+            && t.layout.strides.as_slice() == self.strides.as_slice()
+            && address_of(s.memory()) + (t.layout.offset * t.dtype.size()) as u64 == self.address
+    }
+
     /// The place of a stored tensor; `None` for a pending expression.
     pub fn of(t: &Tensor) -> Option<Place> {
         let Source::Stored(s) = &t.src else {
@@ -79,11 +113,12 @@ impl Input {
         }
     }
 
-    /// True when `x` can be this input of a replay.
+    /// True when `x` can be this input of a replay (checked without allocating: this runs for
+    /// every input of every replay).
     pub fn accepts(&self, x: &Tensor) -> bool {
         match self {
-            Input::Slot(s) => TensorSpec::of(x) == s.spec,
-            Input::Direct { place, .. } => Place::of(x).as_ref() == Some(place),
+            Input::Slot(s) => x.dtype() == s.spec.dtype && x.shape() == s.spec.shape.as_slice(),
+            Input::Direct { place, .. } => place.holds(x),
         }
     }
 }

@@ -28,6 +28,7 @@
 //! ```
 
 mod binding;
+mod constants;
 mod recording;
 pub(crate) mod step;
 
@@ -42,7 +43,7 @@ use crate::executor::Executor;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 
-use binding::{bind, Input, Slot};
+use binding::{Input, Slot};
 pub use recording::Recording;
 use step::Step;
 
@@ -61,6 +62,8 @@ pub struct PlanStats {
     pub peak_bytes: u64,
     /// Bytes of constants the plan keeps on the device.
     pub constant_bytes: u64,
+    /// Constants the steps read in place (a replay copies only the others).
+    pub constants_in_place: usize,
     /// True when replays run as one captured device graph (CUDA graphs).
     pub captured: bool,
     /// Replays so far.
@@ -136,31 +139,22 @@ impl Plan {
         mut steps: Vec<Step>,
         arena: Arc<Arena>,
     ) -> Result<Plan> {
-        // Constants: uploaded once into device memory of the plan's own, copied on replay
-        // (their buffers may hold other values between uses).
+        // Constants: uploaded once into device memory of the plan's own, read there in place
+        // or copied back on replay (see `constants.rs`).
         let backend = exec.backend();
-        let mut constants = Vec::new();
-        let mut constant_bytes = 0u64;
-        for step in &mut steps {
-            if let Step::Upload {
-                memory,
-                offset,
-                data,
-            } = step
-            {
-                let c = backend.allocate(data.len().max(1))?;
-                backend.copy_in(&c, 0, data)?;
-                constant_bytes += data.len() as u64;
-                *step = Step::Copy {
-                    src: c.clone(),
-                    src_offset: 0,
-                    dst: memory.clone(),
-                    dst_offset: *offset,
-                    len: data.len(),
-                };
-                constants.push(c);
-            }
-        }
+        let slots: Vec<&hologram_backends::Memory> = outputs
+            .iter()
+            .map(|o| o.storage.memory())
+            .chain(inputs.iter().filter_map(|i| match i {
+                Input::Slot(s) => Some(s.storage.memory()),
+                Input::Direct { .. } => None,
+            }))
+            .collect();
+        let constants::Constants {
+            memory: constants,
+            bytes: constant_bytes,
+            in_place: constants_in_place,
+        } = constants::bind(backend, &arena, &mut steps, &slots)?;
         let count = |f: fn(&Step) -> bool| steps.iter().filter(|s| f(s)).count();
         let mut stats = PlanStats {
             steps: steps.len(),
@@ -169,6 +163,7 @@ impl Plan {
             copies: count(|s| matches!(s, Step::Copy { .. })),
             peak_bytes: arena.bytes().1,
             constant_bytes,
+            constants_in_place,
             ..PlanStats::default()
         };
         // Both switches: set and not `0` (an empty value is off too).
@@ -304,7 +299,7 @@ impl Plan {
                 ));
             }
             match input {
-                Input::Slot(slot) => bind(x, &slot.tensor(&self.exec))?,
+                Input::Slot(slot) => slot.fill(x, &self.exec)?,
                 Input::Direct { .. } if input.accepts(x) => {}
                 Input::Direct { .. } => {
                     return Err(Error::InvalidArgument(format!(

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use hologram_backends::Memory;
 
-use super::lazy::Input;
+use super::expr::{Graph, NodeId};
+use super::lazy::{is_dense, Builder, Fused, Input, MAX_INPUTS, MAX_NODES};
 use super::{Source, Tensor};
 use crate::error::{Error, Result};
 
@@ -48,31 +49,52 @@ impl Tensor {
             dsts.push(storage.memory().clone());
             reads.push(read_set(new)?);
         }
-        let mut pending: Vec<usize> = (0..pairs.len())
+        let pending: Vec<usize> = (0..pairs.len())
             .filter(|&i| !is_same_view(&pairs[i].0, &pairs[i].1))
             .collect();
-        // Greedy: write a destination once no other pending value reads it. Each round writes at
-        // least one, or stops (a cycle: a, b = b, a).
+        // Values of one shape reading one another's operands (a parameter and its moments) run
+        // as one kernel with several outputs where they can.
+        let mut units = fused_units(pairs, &pending)?;
+        // Greedy: write a unit's destinations once no value outside it still to be written
+        // reads them. Each round writes at least one unit, or stops (a cycle: a, b = b, a).
         loop {
-            let before = pending.len();
+            let before = units.len();
             let mut k = 0;
-            while k < pending.len() {
-                let i = pending[k];
-                let (new, dst) = &pairs[i];
-                let free = pending
-                    .iter()
-                    .all(|&j| j == i || !reads[j].iter().any(|m| overlaps(m, &dsts[i])));
-                if free && runs_in_place(new, dst) {
-                    new.copy_into(dst)?;
-                    pending.remove(k);
+            while k < units.len() {
+                let members = units[k].members();
+                let free = units.iter().enumerate().all(|(u, other)| {
+                    u == k
+                        || other.members().iter().all(|&j| {
+                            !reads[j]
+                                .iter()
+                                .any(|m| members.iter().any(|&i| overlaps(m, &dsts[i])))
+                        })
+                });
+                let written = free
+                    && match &units[k] {
+                        Unit::Fused(f) => {
+                            f.run(pairs)?;
+                            true
+                        }
+                        Unit::One(i) => {
+                            let (new, dst) = &pairs[*i];
+                            runs_in_place(new, dst) && {
+                                new.copy_into(dst)?;
+                                true
+                            }
+                        }
+                    };
+                if written {
+                    units.remove(k);
                 } else {
                     k += 1;
                 }
             }
-            if pending.len() == before || pending.is_empty() {
+            if units.len() == before || units.is_empty() {
                 break;
             }
         }
+        let pending: Vec<usize> = units.iter().flat_map(|u| u.members()).collect();
         // The rest through temporaries: all computed, then all written.
         let mut temps = Vec::with_capacity(pending.len());
         for &i in &pending {
@@ -148,4 +170,167 @@ fn overlaps(a: &Memory, b: &Memory) -> bool {
         (Some((a0, a1)), Some((b0, b1))) => a0 < b1 && b0 < a1,
         _ => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
     }
+}
+
+/// Most values one fused update kernel writes.
+const MAX_FUSED: usize = 4;
+
+/// Pending values written together or alone.
+enum Unit {
+    One(usize),
+    Fused(FusedUnit),
+}
+
+impl Unit {
+    fn members(&self) -> Vec<usize> {
+        match self {
+            Unit::One(i) => vec![*i],
+            Unit::Fused(f) => f.members.clone(),
+        }
+    }
+}
+
+/// Values of one shape computed by one kernel with an output per destination.
+struct FusedUnit {
+    members: Vec<usize>,
+    graph: Graph,
+    roots: Vec<NodeId>,
+    inputs: Vec<Input>,
+    shape: Vec<usize>,
+}
+
+impl FusedUnit {
+    fn run(&self, pairs: &[(Tensor, Tensor)]) -> Result<()> {
+        let outs: Vec<&Tensor> = self.members.iter().map(|&i| &pairs[i].1).collect();
+        let fused = Fused {
+            graph: &self.graph,
+            roots: &self.roots,
+            inputs: &self.inputs,
+            shape: &self.shape,
+        };
+        fused.run(&pairs[self.members[0]].1.exec, &outs)
+    }
+}
+
+/// True when pair `(new, dst)` may be one output of a fused kernel: a pending expression of
+/// `dst`'s shape and dtype, `dst` dense.
+fn fusable(new: &Tensor, dst: &Tensor) -> bool {
+    match &new.src {
+        Source::Lazy(l) => {
+            !l.is_done()
+                && new.dtype == dst.dtype
+                && l.shape() == dst.shape()
+                && is_dense(dst)
+                && !l.graph().reads_positions()
+        }
+        _ => false,
+    }
+}
+
+/// The full-size (not broadcast) buffers a pending value reads.
+fn full_inputs(t: &Tensor) -> Vec<Memory> {
+    match &t.src {
+        Source::Lazy(l) => l
+            .inputs()
+            .iter()
+            .filter(|i| {
+                i.layout
+                    .strides
+                    .iter()
+                    .zip(&i.layout.shape)
+                    .all(|(&s, &d)| s != 0 || d == 1)
+            })
+            .map(|i| i.storage.memory().clone())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Splits `pending` into units: fusable values of one shape that read a full-size buffer in
+/// common (a gradient, a moment) are grouped, up to [`MAX_FUSED`], where one kernel can write
+/// them all in place; every other value is a unit of its own.
+fn fused_units(pairs: &[(Tensor, Tensor)], pending: &[usize]) -> Result<Vec<Unit>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let full: Vec<Vec<Memory>> = pairs.iter().map(|(n, _)| full_inputs(n)).collect();
+    for &i in pending {
+        let (new, dst) = &pairs[i];
+        let join = fusable(new, dst)
+            .then(|| {
+                groups.iter().position(|g| {
+                    let (n0, d0) = &pairs[g[0]];
+                    g.len() < MAX_FUSED
+                        && fusable(n0, d0)
+                        && n0.shape() == new.shape()
+                        && g.iter().any(|&j| {
+                            full[j]
+                                .iter()
+                                .any(|m| full[i].iter().any(|x| Arc::ptr_eq(m, x)))
+                        })
+                })
+            })
+            .flatten();
+        match join {
+            Some(g) => groups[g].push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    let mut units = Vec::with_capacity(groups.len());
+    for g in groups {
+        match (g.len() > 1)
+            .then(|| fuse(pairs, &g))
+            .transpose()?
+            .flatten()
+        {
+            Some(f) => units.push(Unit::Fused(f)),
+            None => units.extend(g.into_iter().map(Unit::One)),
+        }
+    }
+    Ok(units)
+}
+
+/// The values of `members` as one expression, when it is small enough for one kernel and
+/// every lane reads each destination (if at all) only at the element it writes there.
+fn fuse(pairs: &[(Tensor, Tensor)], members: &[usize]) -> Result<Option<FusedUnit>> {
+    let shape = pairs[members[0]].1.shape().to_vec();
+    let mut b = Builder::new(&shape);
+    let mut roots = Vec::with_capacity(members.len());
+    for &i in members {
+        roots.push(b.tensor(&pairs[i].0)?);
+    }
+    if b.graph.nodes.len() > 2 * MAX_NODES || b.inputs.len() > MAX_INPUTS {
+        return Ok(None);
+    }
+    let dst_storage = |i: usize| match &pairs[i].1.src {
+        Source::Stored(s) => Some(s.clone()),
+        Source::Lazy(_) => None,
+    };
+    for (a, &i) in members.iter().enumerate() {
+        let Some(out) = dst_storage(i) else {
+            return Ok(None);
+        };
+        // Destinations must not share bytes with each other.
+        for &j in &members[a + 1..] {
+            if overlaps(out.memory(), pairs[j].1.storage()?.0.memory()) {
+                return Ok(None);
+            }
+        }
+        let dst = &pairs[i].1;
+        let aligned = |inp: &Input| {
+            Arc::ptr_eq(&inp.storage, &out) && inp.layout == dst.layout && inp.dtype == dst.dtype
+        };
+        if !b
+            .inputs
+            .iter()
+            .all(|inp| !overlaps(inp.storage.memory(), out.memory()) || aligned(inp))
+        {
+            return Ok(None);
+        }
+    }
+    Ok(Some(FusedUnit {
+        members: members.to_vec(),
+        graph: b.graph,
+        roots,
+        inputs: b.inputs,
+        shape,
+    }))
 }

@@ -237,6 +237,11 @@ impl LazyTensor {
         &self.shape
     }
 
+    /// The expression.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
     /// The stored tensors the expression reads.
     pub fn inputs(&self) -> &[Input] {
         &self.inputs
@@ -265,116 +270,163 @@ impl LazyTensor {
 
 /// Evaluates an expression into a stored tensor view (its shape must be the expression's).
 pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Result<()> {
-    let Source::Stored(out_storage) = &out.src else {
-        return Err(Error::Internal(
-            "the output of a kernel is not stored".into(),
-        ));
-    };
-    if out.shape() != lazy.shape.as_slice() {
-        return Err(Error::ShapeMismatch(format!(
-            "cannot write {:?} into a view of shape {:?}",
-            lazy.shape,
-            out.shape()
-        )));
-    }
-    let n = out.numel();
-    if n == 0 {
-        return Ok(());
-    }
-    // Dimensions that every operand walks as one (a broadcast mask over [batch, heads] rows, a
-    // contiguous run) are merged, so kernels compute fewer coordinates per element. Dense
-    // row-major operands (the common case) merge into one dimension walked at `%gid`, which
-    // needs no layout work.
-    let dense = |l: &Layout| {
-        l.offset == 0 && l.shape.as_slice() == lazy.shape.as_slice() && l.is_contiguous()
-    };
-    let (shape, layouts, out_layout) =
-        if dense(&out.layout) && lazy.inputs.iter().all(|i| dense(&i.layout)) {
-            (smallvec::smallvec![n], SmallVec::new(), None)
-        } else {
-            let mut layouts: SmallVec<[Layout; 4]> =
-                lazy.inputs.iter().map(|i| i.layout.clone()).collect();
-            layouts.push(out.layout.clone());
-            let shape = coalesce(&lazy.shape, &mut layouts);
-            let out_layout = layouts.pop();
-            (shape, layouts, out_layout)
-        };
-    let rank = shape.len();
-    let mut inputs: SmallVec<[(DType, Access); 8]> = lazy
-        .inputs
-        .iter()
-        .enumerate()
-        .map(|(k, i)| (i.dtype, layouts.get(k).map_or(Access::Dense, Access::of)))
-        .collect();
-    share_walks(&mut inputs, &layouts);
-    let out_access = match out_layout.as_ref().map_or(Access::Dense, Access::of) {
-        Access::Scalar if n > 1 => Access::Strided,
-        Access::Broadcast { .. } => Access::Strided,
-        a => a,
-    };
-    let spec = Spec {
+    let expr = Fused {
         graph: &lazy.graph,
-        root: lazy.root,
-        inputs,
-        rank,
-        out: (out.dtype, out_access),
+        roots: &[lazy.root],
+        inputs: &lazy.inputs,
+        shape: &lazy.shape,
     };
-    let key = launch_cache::key(&spec);
-    let kernel = match exec.inner.launch_cache.get(&key) {
-        Some(k) => k,
-        None => {
-            let program = elementwise::program(&spec);
-            // Written at `%gid` (a dense output): an element-wise map, run by the backends' map
-            // paths.
-            let map = out_access == Access::Dense;
-            let k = exec.compile(&crate::kernels::generated_kernel(program, map)?)?;
-            exec.inner.launch_cache.insert(&key, k.clone());
-            k
+    expr.run(exec, &[out])
+}
+
+/// Several values of one shape over shared inputs, computed by one kernel.
+pub(crate) struct Fused<'a> {
+    pub graph: &'a Graph,
+    /// The value of each output.
+    pub roots: &'a [NodeId],
+    pub inputs: &'a [Input],
+    pub shape: &'a [usize],
+}
+
+/// True when `t` is stored dense: contiguous from element 0 of its buffer.
+pub(crate) fn is_dense(t: &Tensor) -> bool {
+    matches!(t.src, Source::Stored(_)) && t.layout.offset == 0 && t.layout.is_contiguous()
+}
+
+impl Fused<'_> {
+    /// Writes root `k` into `outs[k]` (stored views of the expression's shape; every output
+    /// after the first dense), all in one kernel whose lanes load every input before storing.
+    pub fn run(&self, exec: &Executor, outs: &[&Tensor]) -> Result<()> {
+        let lazy = self;
+        let (Some(out), Some(&root)) = (outs.first(), self.roots.first()) else {
+            return Ok(());
+        };
+        if outs.len() != self.roots.len() || (outs.len() > 1 && !outs.iter().all(|o| is_dense(o))) {
+            return Err(Error::Internal(
+                "a fused kernel's extra outputs must be dense, one per value".into(),
+            ));
         }
-    };
-    let strided =
-        spec.inputs.iter().any(|(_, a)| *a == Access::Strided) || out_access == Access::Strided;
-    let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
-    let mut args: SmallVec<[KernelArg; 12]> = SmallVec::with_capacity(
-        2 * spec.inputs.len()
-            + 2
-            + if strided {
-                (spec.inputs.len() + 2) * rank
+        let Source::Stored(out_storage) = &out.src else {
+            return Err(Error::Internal(
+                "the output of a kernel is not stored".into(),
+            ));
+        };
+        for o in outs {
+            if o.shape() != self.shape {
+                return Err(Error::ShapeMismatch(format!(
+                    "cannot write {:?} into a view of shape {:?}",
+                    self.shape,
+                    o.shape()
+                )));
+            }
+        }
+        let n = out.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        // Dimensions that every operand walks as one (a broadcast mask over [batch, heads] rows, a
+        // contiguous run) are merged, so kernels compute fewer coordinates per element. Dense
+        // row-major operands (the common case) merge into one dimension walked at `%gid`, which
+        // needs no layout work.
+        let dense =
+            |l: &Layout| l.offset == 0 && l.shape.as_slice() == lazy.shape && l.is_contiguous();
+        let (shape, layouts, out_layout) =
+            if dense(&out.layout) && lazy.inputs.iter().all(|i| dense(&i.layout)) {
+                (smallvec::smallvec![n], SmallVec::new(), None)
             } else {
-                0
-            },
-    );
-    for (k, (input, (_, access))) in lazy.inputs.iter().zip(&spec.inputs).enumerate() {
-        args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
-        if let Some(layout) = layouts.get(k).filter(|_| *access != Access::Dense) {
+                let mut layouts: SmallVec<[Layout; 4]> =
+                    lazy.inputs.iter().map(|i| i.layout.clone()).collect();
+                layouts.push(out.layout.clone());
+                let shape = coalesce(lazy.shape, &mut layouts);
+                let out_layout = layouts.pop();
+                (shape, layouts, out_layout)
+            };
+        let rank = shape.len();
+        let mut inputs: SmallVec<[(DType, Access); 8]> = lazy
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, i)| (i.dtype, layouts.get(k).map_or(Access::Dense, Access::of)))
+            .collect();
+        share_walks(&mut inputs, &layouts);
+        let out_access = match out_layout.as_ref().map_or(Access::Dense, Access::of) {
+            Access::Scalar if n > 1 => Access::Strided,
+            Access::Broadcast { .. } => Access::Strided,
+            a => a,
+        };
+        let spec = Spec {
+            graph: &lazy.graph,
+            root,
+            inputs,
+            rank,
+            out: (out.dtype, out_access),
+            extra: self.roots[1..]
+                .iter()
+                .zip(&outs[1..])
+                .map(|(&r, o)| (r, o.dtype))
+                .collect(),
+        };
+        let key = launch_cache::key(&spec);
+        let kernel = match exec.inner.launch_cache.get(&key) {
+            Some(k) => k,
+            None => {
+                let program = elementwise::program(&spec);
+                // Written at `%gid` (a dense output): an element-wise map, run by the backends' map
+                // paths.
+                let map = out_access == Access::Dense;
+                let k = exec.compile(&crate::kernels::generated_kernel(program, map)?)?;
+                exec.inner.launch_cache.insert(&key, k.clone());
+                k
+            }
+        };
+        let strided =
+            spec.inputs.iter().any(|(_, a)| *a == Access::Strided) || out_access == Access::Strided;
+        let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
+        let mut args: SmallVec<[KernelArg; 12]> = SmallVec::with_capacity(
+            2 * spec.inputs.len()
+                + 2
+                + if strided {
+                    (spec.inputs.len() + 2) * rank
+                } else {
+                    0
+                },
+        );
+        for (k, (input, (_, access))) in lazy.inputs.iter().zip(&spec.inputs).enumerate() {
+            args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
+            if let Some(layout) = layouts.get(k).filter(|_| *access != Access::Dense) {
+                args.push(u(layout.offset));
+                if *access == Access::Strided {
+                    args.extend(layout.strides.iter().map(|&s| u(s)));
+                }
+                if let Access::Broadcast { div, rem } = *access {
+                    let (p, m, _) = broadcast_walk(layout).unwrap_or((1, 1, false));
+                    if div {
+                        args.push(u(p));
+                    }
+                    if rem {
+                        args.push(u(m));
+                    }
+                }
+            }
+        }
+        args.push(KernelArg::Buffer(out_storage.arg(0, out_storage.bytes)));
+        for o in &outs[1..] {
+            let (s, _) = o.storage()?;
+            args.push(KernelArg::Buffer(s.arg(0, s.bytes)));
+        }
+        if let Some(layout) = out_layout.as_ref().filter(|_| out_access != Access::Dense) {
             args.push(u(layout.offset));
-            if *access == Access::Strided {
+            if out_access == Access::Strided {
                 args.extend(layout.strides.iter().map(|&s| u(s)));
             }
-            if let Access::Broadcast { div, rem } = *access {
-                let (p, m, _) = broadcast_walk(layout).unwrap_or((1, 1, false));
-                if div {
-                    args.push(u(p));
-                }
-                if rem {
-                    args.push(u(m));
-                }
-            }
         }
-    }
-    args.push(KernelArg::Buffer(out_storage.arg(0, out_storage.bytes)));
-    if let Some(layout) = out_layout.as_ref().filter(|_| out_access != Access::Dense) {
-        args.push(u(layout.offset));
-        if out_access == Access::Strided {
-            args.extend(layout.strides.iter().map(|&s| u(s)));
+        args.push(u(n));
+        if strided {
+            args.extend(shape.iter().map(|&d| u(d)));
         }
+        args.extend(elementwise::scalar_params(&spec).map(KernelArg::Scalar));
+        exec.launch(&kernel, &LaunchConfig::for_elements(n as u64, 256), &args)
     }
-    args.push(u(n));
-    if strided {
-        args.extend(shape.iter().map(|&d| u(d)));
-    }
-    args.extend(elementwise::scalar_params(&spec).map(KernelArg::Scalar));
-    exec.launch(&kernel, &LaunchConfig::for_elements(n as u64, 256), &args)
 }
 
 /// Marks each broadcast input that walks exactly as an earlier one (same `p`, and same `m` where
