@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::adapter::{self, AdapterOptions};
+use super::bind_groups::BindGroupCache;
 use super::staging::StagingPool;
 use super::work_queue::WorkQueue;
 use crate::error::{BackendError, Result};
@@ -25,6 +26,8 @@ pub(crate) struct Gpu {
     pub work: WorkQueue,
     /// Mapped buffers that reads from the device go through.
     pub staging: StagingPool,
+    /// Bind groups of earlier launches, for launches that bind the same buffers.
+    pub groups: Arc<BindGroupCache>,
 }
 
 /// The 64-bit features we use when the adapter has them.
@@ -80,6 +83,7 @@ impl Gpu {
         Ok(Gpu {
             work,
             staging: StagingPool::default(),
+            groups: Arc::default(),
             _instance: instance,
             _adapter: adapter,
             device,

@@ -14,6 +14,8 @@ pub mod gemm_wgsl;
 #[cfg(feature = "wgpu")]
 pub mod adapter;
 #[cfg(feature = "wgpu")]
+mod bind_groups;
+#[cfg(feature = "wgpu")]
 mod device;
 #[cfg(feature = "wgpu")]
 pub mod driver_output;
