@@ -253,6 +253,7 @@ pub(crate) fn run(
     config: &LaunchConfig,
     args: &[KernelArg],
 ) -> Result<()> {
+    let started = std::time::Instant::now();
     let (dims, fold) = dispatch_dims(
         config,
         gpu.limits.max_compute_workgroups_per_dimension,
@@ -292,7 +293,9 @@ pub(crate) fn run(
         record(
             enc, kernel, pipeline, &group, offsets, &placed, &pools, dims,
         )
-    })
+    })?;
+    super::profile::LAUNCH.add(started);
+    Ok(())
 }
 
 /// The launch's bind group (cached by the buffers it binds, see `bind_groups.rs`) and its

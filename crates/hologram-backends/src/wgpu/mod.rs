@@ -30,6 +30,8 @@ pub mod pipeline_cache;
 #[cfg(feature = "wgpu")]
 mod probe;
 #[cfg(feature = "wgpu")]
+pub mod profile;
+#[cfg(feature = "wgpu")]
 mod staging;
 #[cfg(feature = "wgpu")]
 mod work_queue;

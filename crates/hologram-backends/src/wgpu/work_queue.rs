@@ -22,8 +22,9 @@ use std::time::Duration;
 use hologram_isa::Kernel;
 
 use super::codegen;
-use super::device::Gpu;
+use super::device::{Gpu, MapRequest};
 use super::pipeline_cache::Pipeline;
+use super::profile;
 use crate::error::{BackendError, Result};
 
 /// Commands (launches, copies) recorded before they are submitted: enough to spare the driver a
@@ -86,6 +87,8 @@ struct State {
     args_pending_at: u64,
     /// End of the ring's used part (the ring is free again after a wait).
     args_end: u64,
+    /// `queue.write_buffer` was called since the last submission.
+    writes_pending: bool,
 }
 
 /// The queue of one device.
@@ -230,12 +233,20 @@ impl WorkQueue {
         Ok(())
     }
 
+    /// Notes a `queue.write_buffer` (it reaches the device with the next submission).
+    pub fn wrote(&self) -> Result<()> {
+        self.lock()?.writes_pending = true;
+        Ok(())
+    }
+
     /// Writes the batch's argument words and submits the batch. Recording errors (wgpu reports
     /// them when the encoder is finished) go to the threads whose launches were in the batch.
     fn submit_locked(&self, gpu: &Gpu, st: &mut State) {
         let Some(enc) = st.encoder.take() else {
             return;
         };
+        let started = std::time::Instant::now();
+        st.writes_pending = false;
         if !st.args_pending.is_empty() {
             gpu.queue.write_buffer(
                 &self.args,
@@ -255,6 +266,7 @@ impl WorkQueue {
             Ok(cb) => {
                 let index = gpu.queue.submit([cb]);
                 st.submitted.push(Submitted { index, launches });
+                profile::SUBMIT.add(started);
             }
             Err(e) => {
                 for l in &st.launches[launches] {
@@ -290,11 +302,16 @@ impl WorkQueue {
             let enc = encoder(gpu, st);
             enc.copy_buffer_to_buffer(&self.errors, 0, &self.errors_readback, 0, used);
             enc.clear_buffer(&self.errors, 0, Some(used));
-        } else {
-            // Flushes copies staged by `queue.write_buffer`.
+        } else if st.writes_pending && st.encoder.is_none() {
+            // Flushes copies staged by `queue.write_buffer` (a wait with nothing queued submits
+            // nothing: each submission costs the driver a round).
             gpu.queue.submit(std::iter::empty());
+            st.writes_pending = false;
         }
         self.submit_locked(gpu, st);
+        // Requested before the wait, so the poll that sees the GPU finish also maps the words.
+        let request = (used > 0).then(|| MapRequest::new(&self.errors_readback, used));
+        let waiting = std::time::Instant::now();
         let submitted = std::mem::take(&mut st.submitted);
         let launches = std::mem::take(&mut st.launches);
         st.unsubmitted = 0;
@@ -321,13 +338,15 @@ impl WorkQueue {
                 }
             }
         }
+        profile::GPU_WAIT.add(waiting);
         gpu.check_fault()?;
-        if used == 0 {
+        let Some(request) = request else {
             return Ok(());
-        }
+        };
+        let reading = std::time::Instant::now();
         let stride = self.stride as usize;
         let errors = &mut st.errors;
-        gpu.map_then(&self.errors_readback, used, None, None, |bytes| {
+        let read = gpu.map_finish(&self.errors_readback, used, request, None, None, |bytes| {
             for (launch, slot) in launches.iter().zip(bytes.chunks_exact(stride)) {
                 let words: Vec<u32> = slot[..ERROR_BYTES as usize]
                     .chunks_exact(4)
@@ -337,7 +356,9 @@ impl WorkQueue {
                     errors.entry(launch.thread).or_insert(e);
                 }
             }
-        })
+        });
+        profile::ERROR_READ.add(reading);
+        read
     }
 }
 
