@@ -30,7 +30,7 @@ const RESERVED_SHARED_BYTES: usize = 64;
 
 /// A GPU through wgpu.
 pub struct WgpuBackend {
-    gpu: Gpu,
+    pub(super) gpu: Gpu,
     api: Api,
     owner: usize,
     cache: PipelineCache,
@@ -202,7 +202,12 @@ impl Backend for WgpuBackend {
             },
             |_, _| oom(),
         )?;
-        Ok(Arc::new(WgpuMemory::new(buffer, bytes, self.owner)))
+        Ok(Arc::new(WgpuMemory::new(
+            buffer,
+            bytes,
+            self.owner,
+            self.gpu.groups.clone(),
+        )))
     }
 
     fn copy_in(&self, dst: &Memory, offset: usize, src: &[u8]) -> Result<()> {
@@ -273,24 +278,15 @@ impl Backend for WgpuBackend {
             self.copy_out(src, src_offset, &mut tmp)?;
             return self.copy_in(dst, dst_offset, &tmp);
         }
-        let copy = self.gpu.scoped(
-            || {
-                let mut enc = self
-                    .gpu
-                    .device
-                    .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
-                enc.copy_buffer_to_buffer(
-                    &s.buffer,
-                    src_offset as u64,
-                    &d.buffer,
-                    dst_offset as u64,
-                    len as u64,
-                );
-                enc.finish()
-            },
-            self.device_err("device copy"),
-        )?;
-        self.gpu.work.record(&self.gpu, copy)
+        self.gpu.work.record(&self.gpu, |enc| {
+            enc.copy_buffer_to_buffer(
+                &s.buffer,
+                src_offset as u64,
+                &d.buffer,
+                dst_offset as u64,
+                len as u64,
+            )
+        })
     }
 
     fn compile(&self, canonical: &Canonical) -> Result<CompiledKernel> {

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::adapter::{self, AdapterOptions};
+use super::bind_groups::BindGroupCache;
 use super::staging::StagingPool;
 use super::work_queue::WorkQueue;
 use crate::error::{BackendError, Result};
@@ -25,6 +26,8 @@ pub(crate) struct Gpu {
     pub work: WorkQueue,
     /// Mapped buffers that reads from the device go through.
     pub staging: StagingPool,
+    /// Bind groups of earlier launches, for launches that bind the same buffers.
+    pub groups: Arc<BindGroupCache>,
 }
 
 /// The 64-bit features we use when the adapter has them.
@@ -80,6 +83,7 @@ impl Gpu {
         Ok(Gpu {
             work,
             staging: StagingPool::default(),
+            groups: Arc::default(),
             _instance: instance,
             _adapter: adapter,
             device,
@@ -144,18 +148,31 @@ impl Gpu {
         limit: Option<std::time::Duration>,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<T> {
-        let result: Arc<Mutex<Option<std::result::Result<(), String>>>> =
-            Arc::new(Mutex::new(None));
-        let r = result.clone();
-        staging.map_async(::wgpu::MapMode::Read, ..len, move |res| {
-            if let Ok(mut slot) = r.lock() {
-                *slot = Some(res.map_err(|e| e.to_string()));
-            }
-        });
+        let request = MapRequest::new(staging, len);
+        self.map_finish(staging, len, request, after, limit, f)
+    }
+
+    /// As [`Gpu::map_then`] for a mapping already requested (so a wait for the GPU that runs
+    /// in between also completes the mapping, sparing a second `poll`).
+    pub fn map_finish<T>(
+        &self,
+        staging: &::wgpu::Buffer,
+        len: u64,
+        request: MapRequest,
+        after: Option<::wgpu::SubmissionIndex>,
+        limit: Option<std::time::Duration>,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T> {
+        let result = request.0;
         // Another thread's poll may run this buffer's callback (wgpu calls callbacks from
         // whichever thread polls): poll until the callback has run, within the limit.
         let started = std::time::Instant::now();
+        let done = || result.lock().ok().and_then(|mut s| s.take());
+        let mut already = done();
         let status = loop {
+            if let Some(status) = already.take() {
+                break status;
+            }
             match self.device.poll(::wgpu::PollType::Wait {
                 submission_index: after.clone(),
                 timeout: limit,
@@ -174,7 +191,7 @@ impl Gpu {
                     )))
                 }
             }
-            if let Some(status) = result.lock().ok().and_then(|mut s| s.take()) {
+            if let Some(status) = done() {
                 break status;
             }
             // (Without a limit, a callback that has not run a minute after the GPU went idle
@@ -195,5 +212,24 @@ impl Gpu {
         };
         staging.unmap();
         Ok(out)
+    }
+}
+
+/// A requested mapping: the slot its callback fills.
+pub(crate) struct MapRequest(Arc<Mutex<Option<std::result::Result<(), String>>>>);
+
+impl MapRequest {
+    /// Requests the mapping of the first `len` bytes of a MAP_READ buffer; it completes in a
+    /// later `device.poll`, once the work using the buffer is done.
+    pub fn new(staging: &::wgpu::Buffer, len: u64) -> MapRequest {
+        let result: Arc<Mutex<Option<std::result::Result<(), String>>>> =
+            Arc::new(Mutex::new(None));
+        let r = result.clone();
+        staging.map_async(::wgpu::MapMode::Read, ..len, move |res| {
+            if let Ok(mut slot) = r.lock() {
+                *slot = Some(res.map_err(|e| e.to_string()));
+            }
+        });
+        MapRequest(result)
     }
 }

@@ -20,15 +20,16 @@ pub(crate) fn build_pipeline(gpu: &Gpu, kernel: &Kernel, generated: Generated) -
         kernel: kernel.name.clone(),
         log: msg,
     };
+    // The error slot and the argument words sit at dynamic offsets of the work queue's buffers.
     let mut entries = vec![
-        storage_entry(codegen::ERR_BINDING, false),
-        storage_entry(codegen::ARGS_BINDING, true),
+        storage_entry(codegen::ERR_BINDING, false, true),
+        storage_entry(codegen::ARGS_BINDING, true, true),
     ];
     for (_, binding) in &generated.buffer_bindings {
-        entries.push(storage_entry(*binding, false));
+        entries.push(storage_entry(*binding, false, false));
     }
     for pool in &generated.pools {
-        entries.push(storage_entry(pool.binding, false));
+        entries.push(storage_entry(pool.binding, false, false));
     }
     let wgsl = generated.wgsl.clone();
     let (pipeline, layout) = gpu.scoped(
@@ -73,13 +74,13 @@ pub(crate) fn build_pipeline(gpu: &Gpu, kernel: &Kernel, generated: Generated) -
     })
 }
 
-fn storage_entry(binding: u32, read_only: bool) -> ::wgpu::BindGroupLayoutEntry {
+fn storage_entry(binding: u32, read_only: bool, dynamic: bool) -> ::wgpu::BindGroupLayoutEntry {
     ::wgpu::BindGroupLayoutEntry {
         binding,
         visibility: ::wgpu::ShaderStages::COMPUTE,
         ty: ::wgpu::BindingType::Buffer {
             ty: ::wgpu::BufferBindingType::Storage { read_only },
-            has_dynamic_offset: false,
+            has_dynamic_offset: dynamic,
             min_binding_size: None,
         },
         count: None,
@@ -252,6 +253,7 @@ pub(crate) fn run(
     config: &LaunchConfig,
     args: &[KernelArg],
 ) -> Result<()> {
+    let started = std::time::Instant::now();
     let (dims, fold) = dispatch_dims(
         config,
         gpu.limits.max_compute_workgroups_per_dimension,
@@ -274,71 +276,37 @@ pub(crate) fn run(
         timeout: config.effective_timeout(),
         thread: std::thread::current().id(),
     };
-    gpu.work.launch(gpu, queued, |err_slot| {
-        gpu.scoped(
-            || {
-                record(
-                    gpu,
-                    kernel,
-                    pipeline,
-                    &bound,
-                    err_slot,
-                    &placed,
-                    &pool_sizes,
-                    dims,
-                )
-            },
-            |msg, oom| {
-                if oom {
-                    BackendError::OutOfMemory {
-                        bytes: 0,
-                        device: gpu.info.name.clone(),
-                    }
-                } else {
-                    BackendError::Device(format!("launch of '{}' failed: {msg}", kernel.name))
+    let (group, pools) = gpu.scoped(
+        || bind_group(gpu, kernel, pipeline, &bound, &pool_sizes),
+        |msg, oom| {
+            if oom {
+                BackendError::OutOfMemory {
+                    bytes: 0,
+                    device: gpu.info.name.clone(),
                 }
-            },
+            } else {
+                BackendError::Device(format!("launch of '{}' failed: {msg}", kernel.name))
+            }
+        },
+    )?;
+    gpu.work.launch(gpu, queued, &bound.words, |enc, offsets| {
+        record(
+            enc, kernel, pipeline, &group, offsets, &placed, &pools, dims,
         )
-    })
+    })?;
+    super::profile::LAUNCH.add(started);
+    Ok(())
 }
 
-/// Records one launch (copies into parameter pools, the dispatch, copies back) into a command
-/// buffer.
-#[allow(clippy::too_many_arguments)]
-fn record(
+/// The launch's bind group (cached by the buffers it binds, see `bind_groups.rs`) and its
+/// parameter pools (new for each launch that has them; such launches are not cached).
+fn bind_group(
     gpu: &Gpu,
     kernel: &Kernel,
-    pipeline: &Pipeline,
+    pipeline: &Arc<Pipeline>,
     bound: &Bound<'_>,
-    err_slot: ::wgpu::BufferBinding<'_>,
-    placed: &[PoolPlacement<'_>],
     pool_sizes: &[u64],
-    dims: [u32; 3],
-) -> ::wgpu::CommandBuffer {
-    use ::wgpu::util::DeviceExt;
-    let args_buf = gpu
-        .device
-        .create_buffer_init(&::wgpu::util::BufferInitDescriptor {
-            label: Some("hologram args"),
-            contents: bytemuck::cast_slice(&bound.words),
-            usage: ::wgpu::BufferUsages::STORAGE,
-        });
-    let mut entries = vec![
-        ::wgpu::BindGroupEntry {
-            binding: codegen::ERR_BINDING,
-            resource: ::wgpu::BindingResource::Buffer(err_slot),
-        },
-        ::wgpu::BindGroupEntry {
-            binding: codegen::ARGS_BINDING,
-            resource: args_buf.as_entire_binding(),
-        },
-    ];
-    for (binding, buf) in &bound.buffers {
-        entries.push(::wgpu::BindGroupEntry {
-            binding: *binding,
-            resource: buf.as_entire_binding(),
-        });
-    }
+) -> (::wgpu::BindGroup, Vec<::wgpu::Buffer>) {
     let pool_bufs: Vec<::wgpu::Buffer> = pool_sizes
         .iter()
         .map(|&size| {
@@ -352,20 +320,58 @@ fn record(
             })
         })
         .collect();
-    for (pool, buf) in pipeline.generated.pools.iter().zip(&pool_bufs) {
-        entries.push(::wgpu::BindGroupEntry {
-            binding: pool.binding,
-            resource: buf.as_entire_binding(),
-        });
+    let create = || {
+        let mut entries = vec![
+            ::wgpu::BindGroupEntry {
+                binding: codegen::ERR_BINDING,
+                resource: ::wgpu::BindingResource::Buffer(gpu.work.error_binding()),
+            },
+            ::wgpu::BindGroupEntry {
+                binding: codegen::ARGS_BINDING,
+                resource: ::wgpu::BindingResource::Buffer(gpu.work.args_binding(bound.words.len())),
+            },
+        ];
+        for (binding, buf) in &bound.buffers {
+            entries.push(::wgpu::BindGroupEntry {
+                binding: *binding,
+                resource: buf.as_entire_binding(),
+            });
+        }
+        for (pool, buf) in pipeline.generated.pools.iter().zip(&pool_bufs) {
+            entries.push(::wgpu::BindGroupEntry {
+                binding: pool.binding,
+                resource: buf.as_entire_binding(),
+            });
+        }
+        gpu.device.create_bind_group(&::wgpu::BindGroupDescriptor {
+            label: Some(&kernel.name),
+            layout: &pipeline.layout,
+            entries: &entries,
+        })
+    };
+    if !pool_bufs.is_empty() {
+        return (create(), pool_bufs);
     }
-    let group = gpu.device.create_bind_group(&::wgpu::BindGroupDescriptor {
-        label: Some(&kernel.name),
-        layout: &pipeline.layout,
-        entries: &entries,
-    });
-    let mut enc = gpu
-        .device
-        .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
+    let buffers = bound.buffers.iter().map(|(_, b)| (*b).clone()).collect();
+    let group = gpu
+        .groups
+        .get_or_create(Arc::as_ptr(pipeline) as usize, buffers, create);
+    (group, pool_bufs)
+}
+
+/// Records one launch (copies into parameter pools, the dispatch, copies back) into the batch's
+/// encoder.
+#[allow(clippy::too_many_arguments)]
+fn record(
+    enc: &mut ::wgpu::CommandEncoder,
+    kernel: &Kernel,
+    pipeline: &Pipeline,
+    group: &::wgpu::BindGroup,
+    offsets: &[u32; 2],
+    placed: &[PoolPlacement<'_>],
+    pool_bufs: &[::wgpu::Buffer],
+    dims: [u32; 3],
+) {
     for pl in placed {
         if pl.end > pl.start {
             enc.copy_buffer_to_buffer(
@@ -383,7 +389,7 @@ fn record(
             timestamp_writes: None,
         });
         pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &group, &[]);
+        pass.set_bind_group(0, group, offsets);
         pass.dispatch_workgroups(dims[0], dims[1], dims[2]);
     }
     for pl in placed.iter().filter(|pl| pl.writable && pl.end > pl.start) {
@@ -395,7 +401,6 @@ fn record(
             pl.end - pl.start,
         );
     }
-    enc.finish()
 }
 
 /// A queued launch's result from its error words.

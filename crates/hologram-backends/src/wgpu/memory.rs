@@ -2,6 +2,9 @@
 //! type can be bound and every copy can be done in whole 4-byte words).
 
 use std::any::Any;
+use std::sync::Arc;
+
+use super::bind_groups::BindGroupCache;
 
 use crate::backend::{DeviceMemory, Memory};
 use crate::error::{BackendError, Result};
@@ -15,14 +18,22 @@ pub struct WgpuMemory {
     size: usize,
     /// Identifies the backend instance that made it.
     pub(crate) owner: usize,
+    /// The device's bind groups: those naming this buffer go when it is freed.
+    groups: Arc<BindGroupCache>,
 }
 
 impl WgpuMemory {
-    pub(crate) fn new(buffer: ::wgpu::Buffer, size: usize, owner: usize) -> Self {
+    pub(crate) fn new(
+        buffer: ::wgpu::Buffer,
+        size: usize,
+        owner: usize,
+        groups: Arc<BindGroupCache>,
+    ) -> Self {
         WgpuMemory {
             buffer,
             size,
             owner,
+            groups,
         }
     }
 
@@ -44,6 +55,13 @@ impl WgpuMemory {
     /// The padded size of the underlying buffer.
     pub fn padded_size(&self) -> u64 {
         self.buffer.size()
+    }
+}
+
+impl Drop for WgpuMemory {
+    fn drop(&mut self) {
+        // Cached bind groups would keep the buffer (and its device memory) alive.
+        self.groups.forget(&self.buffer);
     }
 }
 

@@ -14,6 +14,8 @@ pub mod gemm_wgsl;
 #[cfg(feature = "wgpu")]
 pub mod adapter;
 #[cfg(feature = "wgpu")]
+mod bind_groups;
+#[cfg(feature = "wgpu")]
 mod device;
 #[cfg(feature = "wgpu")]
 pub mod driver_output;
@@ -27,6 +29,8 @@ pub mod memory;
 pub mod pipeline_cache;
 #[cfg(feature = "wgpu")]
 mod probe;
+#[cfg(feature = "wgpu")]
+pub mod profile;
 #[cfg(feature = "wgpu")]
 mod staging;
 #[cfg(feature = "wgpu")]

@@ -71,7 +71,7 @@ pub(crate) fn write(gpu: &Gpu, dst: &::wgpu::Buffer, offset: u64, data: &[u8]) -
             gpu.queue.submit(std::iter::empty());
         }
     }
-    Ok(())
+    gpu.work.wrote()
 }
 
 /// Submits the copy of `len` bytes of `src` at `offset` into `staging`.

@@ -1,14 +1,19 @@
 //! Work queued on the device without waiting for it.
 //!
-//! Launches and device-to-device copies are recorded into command buffers and submitted in
-//! batches; the host waits only when it needs data (`copy_out`) or at a synchronization. Each
-//! launch since the last wait writes its error words into its own slot of one error buffer; a
-//! wait copies the used slots out in the same submission as the last batch, maps them once and
-//! reports the first launch (in launch order) that failed, naming its kernel, as the CUDA backend
-//! reports its error record. A launch's error goes to the thread that made the launch (threads
-//! that share a backend each see their own launches' errors, as when launches waited).
+//! Launches and device-to-device copies are recorded into one command encoder per batch and
+//! submitted in batches; the host waits only when it needs data (`copy_out`) or at a
+//! synchronization. Each launch since the last wait writes its error words into its own slot of
+//! one error buffer and reads its argument words from its own region of one argument ring (both
+//! bound at dynamic offsets, so a launch creates no buffer, and its bind group can be reused:
+//! see `bind_groups.rs`); the argument words of a batch are written with one
+//! `queue.write_buffer` just before the batch is submitted. A wait copies the used error slots out
+//! in the same submission as the last batch, maps them once and reports the first launch (in
+//! launch order) that failed, naming its kernel, as the CUDA backend reports its error record. A
+//! launch's error goes to the thread that made the launch (threads that share a backend each see
+//! their own launches' errors, as when launches waited).
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::ThreadId;
@@ -17,12 +22,13 @@ use std::time::Duration;
 use hologram_isa::Kernel;
 
 use super::codegen;
-use super::device::Gpu;
+use super::device::{Gpu, MapRequest};
 use super::pipeline_cache::Pipeline;
+use super::profile;
 use crate::error::{BackendError, Result};
 
-/// Command buffers recorded before they are submitted: enough to spare the driver a submission
-/// per launch, few enough that the GPU starts early.
+/// Commands (launches, copies) recorded before they are submitted: enough to spare the driver a
+/// submission per launch, few enough that the GPU starts early.
 const SUBMIT_AT: usize = 8;
 
 /// Launches between two waits (error slots); the launch past the last slot waits first.
@@ -30,6 +36,11 @@ const ERROR_SLOTS: u64 = 1024;
 
 /// Bytes of one launch's error words.
 const ERROR_BYTES: u64 = 4 * codegen::ERR_WORDS as u64;
+
+/// Bytes of the argument ring; a launch that finds no room in it waits first (a wait frees the
+/// whole ring). 1 MiB holds 1024 launches of kernels with up to 124 parameters at a 256-byte
+/// offset alignment.
+const ARGS_RING_BYTES: u64 = 1 << 20;
 
 /// A launch whose error words are not read yet.
 pub(crate) struct QueuedLaunch {
@@ -59,7 +70,10 @@ struct Submitted {
 
 #[derive(Default)]
 struct State {
-    recorded: Vec<::wgpu::CommandBuffer>,
+    /// The batch being recorded.
+    encoder: Option<::wgpu::CommandEncoder>,
+    /// Commands in `encoder`.
+    recorded: usize,
     /// Launches since the last wait; launch `i` owns error slot `i`.
     launches: Vec<QueuedLaunch>,
     /// `launches[unsubmitted..]` are recorded but not submitted.
@@ -67,6 +81,14 @@ struct State {
     submitted: Vec<Submitted>,
     /// Per thread, the first error of its launches that no wait of that thread reported yet.
     errors: HashMap<ThreadId, BackendError>,
+    /// Argument words of the launches not submitted yet, padded to their ring offsets; they go
+    /// to the ring at `args_pending_at` when the batch is submitted.
+    args_pending: Vec<u32>,
+    args_pending_at: u64,
+    /// End of the ring's used part (the ring is free again after a wait).
+    args_end: u64,
+    /// `queue.write_buffer` was called since the last submission.
+    writes_pending: bool,
 }
 
 /// The queue of one device.
@@ -77,16 +99,20 @@ pub(crate) struct WorkQueue {
     /// Where a wait copies the used slots to read them.
     errors_readback: ::wgpu::Buffer,
     stride: u64,
+    /// The argument ring (`ARGS_RING_BYTES`).
+    args: ::wgpu::Buffer,
+    /// Alignment of dynamic storage-buffer offsets.
+    align: u64,
 }
 
 impl WorkQueue {
     pub fn new(device: &::wgpu::Device, limits: &::wgpu::Limits) -> WorkQueue {
         let align = (limits.min_storage_buffer_offset_alignment as u64).max(4);
         let stride = ERROR_BYTES.div_ceil(align) * align;
-        let buffer = |label, usage| {
+        let buffer = |label, size, usage| {
             device.create_buffer(&::wgpu::BufferDescriptor {
                 label: Some(label),
-                size: stride * ERROR_SLOTS,
+                size,
                 usage,
                 mapped_at_creation: false,
             })
@@ -96,10 +122,40 @@ impl WorkQueue {
             state: Mutex::new(State::default()),
             errors: buffer(
                 "hologram error words",
+                stride * ERROR_SLOTS,
                 U::STORAGE | U::COPY_SRC | U::COPY_DST,
             ),
-            errors_readback: buffer("hologram error readback", U::MAP_READ | U::COPY_DST),
+            errors_readback: buffer(
+                "hologram error readback",
+                stride * ERROR_SLOTS,
+                U::MAP_READ | U::COPY_DST,
+            ),
             stride,
+            args: buffer(
+                "hologram argument ring",
+                ARGS_RING_BYTES,
+                U::STORAGE | U::COPY_DST,
+            ),
+            align,
+        }
+    }
+
+    /// The error slot binding of a launch's bind group (at a dynamic offset).
+    pub fn error_binding(&self) -> ::wgpu::BufferBinding<'_> {
+        ::wgpu::BufferBinding {
+            buffer: &self.errors,
+            offset: 0,
+            size: NonZeroU64::new(ERROR_BYTES),
+        }
+    }
+
+    /// The argument binding of a launch's bind group with `words` argument words (at a dynamic
+    /// offset).
+    pub fn args_binding(&self, words: usize) -> ::wgpu::BufferBinding<'_> {
+        ::wgpu::BufferBinding {
+            buffer: &self.args,
+            offset: 0,
+            size: NonZeroU64::new(4 * words.max(1) as u64),
         }
     }
 
@@ -109,38 +165,61 @@ impl WorkQueue {
             .map_err(|_| BackendError::Device("the wgpu work queue was poisoned by a panic".into()))
     }
 
-    /// Queues a launch: `record` records it with its error slot bound and returns the command
-    /// buffer. Waits first only when every error slot is taken.
+    /// Queues a launch with argument words `words`: `record` records it into the batch's encoder,
+    /// given the dynamic offsets of its error slot and its arguments. Waits first only when every
+    /// error slot or the argument ring is taken.
     pub fn launch(
         &self,
         gpu: &Gpu,
         launch: QueuedLaunch,
-        record: impl FnOnce(::wgpu::BufferBinding<'_>) -> Result<::wgpu::CommandBuffer>,
+        words: &[u32],
+        record: impl FnOnce(&mut ::wgpu::CommandEncoder, &[u32; 2]),
     ) -> Result<()> {
+        let bytes = 4 * words.len() as u64;
+        if bytes > ARGS_RING_BYTES {
+            return Err(BackendError::InvalidLaunch {
+                kernel: launch.kernel.name.clone(),
+                reason: format!(
+                    "{bytes} bytes of launch arguments exceed the wgpu backend's {ARGS_RING_BYTES}"
+                ),
+            });
+        }
         let mut st = self.lock()?;
-        if st.launches.len() as u64 == ERROR_SLOTS {
+        let mut at = st.args_end.div_ceil(self.align) * self.align;
+        if st.launches.len() as u64 == ERROR_SLOTS || at + bytes > ARGS_RING_BYTES {
             // The launches' errors are reported at their threads' next synchronization.
             self.wait_locked(gpu, &mut st)?;
+            at = 0;
         }
-        let slot = st.launches.len() as u64;
-        let cb = record(::wgpu::BufferBinding {
-            buffer: &self.errors,
-            offset: slot * self.stride,
-            size: std::num::NonZeroU64::new(ERROR_BYTES),
-        })?;
-        st.recorded.push(cb);
+        if st.args_pending.is_empty() {
+            st.args_pending_at = at;
+        } else {
+            let end = st.args_pending_at + 4 * st.args_pending.len() as u64;
+            let pad = ((at - end) / 4) as usize;
+            st.args_pending.extend(std::iter::repeat_n(0, pad));
+        }
+        st.args_pending.extend_from_slice(words);
+        st.args_end = at + bytes;
+        let offsets = [(st.launches.len() as u64 * self.stride) as u32, at as u32];
+        record(encoder(gpu, &mut st), &offsets);
+        st.recorded += 1;
         st.launches.push(launch);
-        if st.recorded.len() >= SUBMIT_AT {
+        if st.recorded >= SUBMIT_AT {
             self.submit_locked(gpu, &mut st);
         }
         Ok(())
     }
 
     /// Queues device work that reports no error (a copy between buffers).
-    pub fn record(&self, gpu: &Gpu, cb: ::wgpu::CommandBuffer) -> Result<()> {
+    pub fn record(
+        &self,
+        gpu: &Gpu,
+        record: impl FnOnce(&mut ::wgpu::CommandEncoder),
+    ) -> Result<()> {
         let mut st = self.lock()?;
-        st.recorded.push(cb);
-        if st.recorded.len() >= SUBMIT_AT {
+        record(encoder(gpu, &mut st));
+        st.recorded += 1;
+        if st.recorded >= SUBMIT_AT {
             self.submit_locked(gpu, &mut st);
         }
         Ok(())
@@ -154,14 +233,47 @@ impl WorkQueue {
         Ok(())
     }
 
+    /// Notes a `queue.write_buffer` (it reaches the device with the next submission).
+    pub fn wrote(&self) -> Result<()> {
+        self.lock()?.writes_pending = true;
+        Ok(())
+    }
+
+    /// Writes the batch's argument words and submits the batch. Recording errors (wgpu reports
+    /// them when the encoder is finished) go to the threads whose launches were in the batch.
     fn submit_locked(&self, gpu: &Gpu, st: &mut State) {
-        if st.recorded.is_empty() {
+        let Some(enc) = st.encoder.take() else {
             return;
+        };
+        let started = std::time::Instant::now();
+        st.writes_pending = false;
+        if !st.args_pending.is_empty() {
+            gpu.queue.write_buffer(
+                &self.args,
+                st.args_pending_at,
+                bytemuck::cast_slice(&st.args_pending),
+            );
+            st.args_pending.clear();
         }
-        let index = gpu.queue.submit(st.recorded.drain(..));
+        st.recorded = 0;
         let launches = st.unsubmitted..st.launches.len();
         st.unsubmitted = st.launches.len();
-        st.submitted.push(Submitted { index, launches });
+        let finished = gpu.scoped(
+            || enc.finish(),
+            |msg, _| BackendError::Device(format!("recording launches failed: {msg}")),
+        );
+        match finished {
+            Ok(cb) => {
+                let index = gpu.queue.submit([cb]);
+                st.submitted.push(Submitted { index, launches });
+                profile::SUBMIT.add(started);
+            }
+            Err(e) => {
+                for l in &st.launches[launches] {
+                    st.errors.entry(l.thread).or_insert_with(|| e.clone());
+                }
+            }
+        }
     }
 
     /// Waits for everything queued so far (copies written with `queue.write_buffer` included)
@@ -187,20 +299,24 @@ impl WorkQueue {
         gpu.check_fault()?;
         let used = st.launches.len() as u64 * self.stride;
         if used > 0 {
-            let mut enc = gpu
-                .device
-                .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default());
+            let enc = encoder(gpu, st);
             enc.copy_buffer_to_buffer(&self.errors, 0, &self.errors_readback, 0, used);
             enc.clear_buffer(&self.errors, 0, Some(used));
-            st.recorded.push(enc.finish());
-        } else {
-            // Flushes copies staged by `queue.write_buffer`.
+        } else if st.writes_pending && st.encoder.is_none() {
+            // Flushes copies staged by `queue.write_buffer` (a wait with nothing queued submits
+            // nothing: each submission costs the driver a round).
             gpu.queue.submit(std::iter::empty());
+            st.writes_pending = false;
         }
         self.submit_locked(gpu, st);
+        // Requested before the wait, so the poll that sees the GPU finish also maps the words.
+        let request = (used > 0).then(|| MapRequest::new(&self.errors_readback, used));
+        let waiting = std::time::Instant::now();
         let submitted = std::mem::take(&mut st.submitted);
         let launches = std::mem::take(&mut st.launches);
         st.unsubmitted = 0;
+        // Everything submitted is waited for below (or the device is poisoned): the ring is free.
+        st.args_end = 0;
         for s in &submitted {
             let queued = &launches[s.launches.clone()];
             // No limit when any launch has none (or for copies alone).
@@ -222,13 +338,15 @@ impl WorkQueue {
                 }
             }
         }
+        profile::GPU_WAIT.add(waiting);
         gpu.check_fault()?;
-        if used == 0 {
+        let Some(request) = request else {
             return Ok(());
-        }
+        };
+        let reading = std::time::Instant::now();
         let stride = self.stride as usize;
         let errors = &mut st.errors;
-        gpu.map_then(&self.errors_readback, used, None, None, |bytes| {
+        let read = gpu.map_finish(&self.errors_readback, used, request, None, None, |bytes| {
             for (launch, slot) in launches.iter().zip(bytes.chunks_exact(stride)) {
                 let words: Vec<u32> = slot[..ERROR_BYTES as usize]
                     .chunks_exact(4)
@@ -238,8 +356,18 @@ impl WorkQueue {
                     errors.entry(launch.thread).or_insert(e);
                 }
             }
-        })
+        });
+        profile::ERROR_READ.add(reading);
+        read
     }
+}
+
+/// The batch's encoder, created by its first command.
+fn encoder<'s>(gpu: &Gpu, st: &'s mut State) -> &'s mut ::wgpu::CommandEncoder {
+    st.encoder.get_or_insert_with(|| {
+        gpu.device
+            .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default())
+    })
 }
 
 /// The launches of a submission ran past their time and the GPU did not stop them: the device

@@ -47,6 +47,10 @@ pub struct BenchArgs {
     /// Write the results as JSON (the row schema of bench/run.py) to this file.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// Run only the workloads whose name contains one of these (comma-separated, e.g.
+    /// `--only latency,softmax`): for measuring one change without the whole run.
+    #[arg(long, value_delimiter = ',', value_name = "WORKLOAD")]
+    only: Vec<String>,
 }
 
 /// Fraction of the device memory a case may hold.
@@ -69,6 +73,14 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         gpu,
         large: args.large,
     }) {
+        if !args.only.is_empty()
+            && !args
+                .only
+                .iter()
+                .any(|w| case.workload().contains(w.as_str()))
+        {
+            continue;
+        }
         match info.memory_bytes {
             Some(mem) if case.device_bytes() as f64 > MEMORY_SHARE * mem as f64 => {
                 skipped.push((

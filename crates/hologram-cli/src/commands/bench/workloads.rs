@@ -13,6 +13,52 @@ use super::measure::{measure, Budget, Timing};
 use super::plan::{Case, COMPILE_N, SOFTMAX_ROW};
 use crate::error::CliError;
 
+/// The wgpu backend's split of a run's host time (launch, submit, GPU wait, error read).
+mod wgpu_profile {
+    use hologram_core::{BackendType, Executor};
+
+    #[cfg(feature = "wgpu")]
+    pub type Mark = hologram_backends::wgpu::profile::QueueProfile;
+    #[cfg(not(feature = "wgpu"))]
+    pub type Mark = ();
+
+    /// The counters now.
+    pub fn start() -> Mark {
+        #[cfg(feature = "wgpu")]
+        return hologram_backends::wgpu::profile::queue_profile();
+        #[cfg(not(feature = "wgpu"))]
+        ()
+    }
+
+    /// `; per run: ...` means since `start` (over waits), on wgpu backends.
+    pub fn split(exec: &Executor, start: Mark) -> Option<String> {
+        if !matches!(
+            exec.backend_type(),
+            BackendType::Vulkan | BackendType::Metal | BackendType::Dx12
+        ) {
+            return None;
+        }
+        #[cfg(feature = "wgpu")]
+        {
+            let d = hologram_backends::wgpu::profile::queue_profile().since(&start);
+            let waits = d.waits.max(1) as f64;
+            let us = |t: std::time::Duration| t.as_secs_f64() * 1e6 / waits;
+            Some(format!(
+                "; per run: launch {:.1} us, submit {:.1} us, GPU wait {:.1} us, error read {:.1} us",
+                us(d.launch),
+                us(d.submit),
+                us(d.gpu_wait),
+                us(d.error_read)
+            ))
+        }
+        #[cfg(not(feature = "wgpu"))]
+        {
+            let () = start;
+            None
+        }
+    }
+}
+
 /// At most this many kernels are compiled for the first-run case (warm-up and timed each).
 const COLD_COMPILES: usize = 32;
 
@@ -82,11 +128,16 @@ pub fn run(exec: &Executor, budget: &Budget, case: Case) -> Result<Outcome, CliE
         }
         Case::Latency => {
             let x = Tensor::ones(exec, &[1], DType::F32)?;
+            // One run first, so the split leaves out the pipeline's first dispatch.
+            drop(x.add(1.0)?.realize()?);
+            exec.synchronize()?;
+            let profile = wgpu_profile::start();
             let t = measure(exec, budget, || Ok(x.add(1.0)?.realize()?))?;
-            Ok(Outcome {
-                timing: t,
-                note: "x + 1 on one element, realized and synchronized".into(),
-            })
+            let mut note = "x + 1 on one element, realized and synchronized".to_string();
+            if let Some(split) = wgpu_profile::split(exec, profile) {
+                note.push_str(&split);
+            }
+            Ok(Outcome { timing: t, note })
         }
         Case::FirstRun => first_run(exec, budget),
         Case::WarmRun => warm_run(exec, budget),
