@@ -636,6 +636,7 @@ mod tests {
             inputs,
             rank: 1,
             out: (DType::F32, Access::Dense),
+            extra: smallvec::SmallVec::new(),
         })
     }
 

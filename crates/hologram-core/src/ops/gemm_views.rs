@@ -2,7 +2,9 @@
 //! cols]`), read and written in place: attention's operands are views of a projection's output
 //! (`[B, L, 3, H, D]` permuted) whose two batch strides do not collapse into one. The backend
 //! GEMM takes one batch stride, so the two dimensions become one strided batch when their
-//! strides allow, else the larger one is the GEMM's batch and the other a loop of calls.
+//! strides allow; else, for small matrices, the operands that do not merge are packed into
+//! [B, H] order (one copy each) for one batched call, and for large ones the larger dimension is
+//! the GEMM's batch and the other a loop of calls.
 
 use hologram_backends::{BufferArg, GemmDesc, GemmPrecision};
 
@@ -81,6 +83,11 @@ impl ViewOperand {
     }
 }
 
+/// Multiply-adds per matrix (`m · n · k`) from which the per-matrix GEMMs of views whose two
+/// batch dimensions do not merge run as a loop of batched calls in place; below it the operands
+/// are packed into [B, H] order first.
+const LOOP_MIN_WORK: usize = 1 << 26;
+
 /// `c[b, h] = alpha · a[b, h] · bm[b, h]` for every `b < B`, `h < H`: `a` is `[B, H, m, k]`,
 /// `bm` `[B, H, k, n]` and `c` a row-major `[B, H, m, n]` view (any batch and row strides) that
 /// is written. All of one float dtype and executor; shapes checked by the caller.
@@ -90,6 +97,18 @@ pub(crate) fn gemm_views(
     c: &Tensor,
     alpha: f64,
     precision: GemmPrecision,
+) -> Result<()> {
+    gemm_views_packing_below(a, bm, c, alpha, precision, LOOP_MIN_WORK)
+}
+
+/// [`gemm_views`] with the per-matrix work below which unmergeable operands are packed.
+fn gemm_views_packing_below(
+    a: &Tensor,
+    bm: &Tensor,
+    c: &Tensor,
+    alpha: f64,
+    precision: GemmPrecision,
+    loop_min_work: usize,
 ) -> Result<()> {
     let (d, k) = (c.shape().to_vec(), a.shape()[3]);
     let (bdim, hdim, m, n) = (d[0], d[1], d[2], d[3]);
@@ -108,7 +127,28 @@ pub(crate) fn gemm_views(
     }
     let ops = [&oa, &ob, &oc];
     // One strided batch when every operand's outer stride is H inner strides.
-    let merged = hdim == 1 || bdim == 1 || ops.iter().all(|o| o.batch[0] == hdim * o.batch[1]);
+    let collapses = |o: &ViewOperand| o.batch[0] == hdim * o.batch[1];
+    let merged = hdim == 1 || bdim == 1 || ops.iter().all(|o| collapses(o));
+    if !merged && m * n * k < loop_min_work {
+        // Small matrices: a loop of calls, each too small to fill a GPU (attention's 256 x 256 x
+        // 64 products ran as 8 calls of batch 16 at a quarter of the GEMM's speed), costs more
+        // than copying the operands whose batch strides do not merge into [B, H] order (one copy
+        // each) and running one batched call.
+        let pack = |t: &Tensor, o: &ViewOperand| {
+            if collapses(o) {
+                Ok(t.clone())
+            } else {
+                t.contiguous()
+            }
+        };
+        let (a, bm) = (pack(a, &oa)?, pack(bm, &ob)?);
+        if collapses(&oc) {
+            return gemm_views(&a, &bm, c, alpha, precision);
+        }
+        let packed = Tensor::uninit(c.executor(), c.shape(), c.dtype())?;
+        gemm_views(&a, &bm, &packed, alpha, precision)?;
+        return packed.copy_into(c);
+    }
     // (GEMM batch count, its dimension, loop count, the loop's dimension)
     let (count, inner, loops, outer) = if merged {
         let inner = if hdim == 1 { 0 } else { 1 };
@@ -143,4 +183,56 @@ pub(crate) fn gemm_views(
         exec.gemm(&desc, &at(&oa)?, &at(&ob)?, &at(&oc)?)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, Executor};
+
+    /// `[B, H, L, D]` views of one `[B, L, 3, H, D]` projection (batch strides that do not
+    /// merge), as attention gets them.
+    fn projection_heads(exec: &Executor, b: usize, l: usize, h: usize, d: usize) -> Vec<Tensor> {
+        let n = b * l * 3 * h * d;
+        let data: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+            .collect();
+        let proj = Tensor::from_slice(exec, &data, &[b, l, 3, h, d]).unwrap();
+        (0..3)
+            .map(|w| {
+                proj.slice(2, w, w + 1, 1)
+                    .unwrap()
+                    .squeeze(2)
+                    .unwrap()
+                    .permute(&[0, 2, 1, 3])
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn packed_and_looped_products_agree_with_contiguous_ones() {
+        let exec = Executor::cpu();
+        let (b, l, h, d) = (3, 9, 2, 5);
+        let qkv = projection_heads(&exec, b, l, h, d);
+        let (q, kt) = (&qkv[0], qkv[1].transpose(2, 3).unwrap());
+        // The reference: contiguous operands, one merged batch.
+        let want = Tensor::uninit(&exec, &[b, h, l, l], DType::F32).unwrap();
+        let (qc, ktc) = (q.contiguous().unwrap(), kt.contiguous().unwrap());
+        gemm_views(&qc, &ktc, &want, 0.5, GemmPrecision::Exact).unwrap();
+        let want = want.to_vec::<f32>().unwrap();
+        // Written in place into a strided output view, by packing and by a loop of calls.
+        for loop_min_work in [usize::MAX, 0] {
+            let out = projection_heads(&exec, b, l, h, l)[2].clone();
+            gemm_views_packing_below(q, &kt, &out, 0.5, GemmPrecision::Exact, loop_min_work)
+                .unwrap();
+            let got = out.contiguous().unwrap().to_vec::<f32>().unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                    "{loop_min_work}: {i}: {g} vs {w}"
+                );
+            }
+        }
+    }
 }
