@@ -5,6 +5,7 @@ eager: a small GPT's outputs and gradients, and attention alone over causal and 
 odd lengths and head dimensions, masks (which keep the composed form) and inference."""
 
 import copy
+import operator
 import os
 import pathlib
 import sys
@@ -92,7 +93,7 @@ def test_gpt_training_lowers_attention_to_one_op_and_matches_eager():
     # The heads merge back as views: no copy of the attention output in the forward graph
     # between the op and the output projection.
     for n in fwd:
-        out_users = [u for u in n.users if u.target is __import__("operator").getitem and u.args[1] == 0]
+        out_users = [u for u in n.users if u.target is operator.getitem and u.args[1] == 0]
         for u in out_users:
             chain = list(u.users)
             assert all(c.target in (aten.permute.default, aten.transpose.int, aten.view.default,
@@ -163,7 +164,7 @@ def test_custom_ops_run_in_eager_and_match_torch():
     x = _qkv(2, 11, 2, 5, 5)
     xe = x.detach().clone().requires_grad_(True)
     for causal in (True, False):
-        b, length, c3 = x.shape
+        b, length, _ = x.shape
         q, k, v = (z.view(b, length, 2, 5).transpose(1, 2) for z in x.split(10, dim=2))
         out, probs = hg_attention.sdpa(q, k, v, causal, 0.5, True)
         qe, ke, ve = (z.view(b, length, 2, 5).transpose(1, 2) for z in xe.split(10, dim=2))
