@@ -90,6 +90,11 @@ def test_gpt_training_lowers_attention_to_one_op_and_matches_eager():
     assert all(n.args[3] is True and n.args[5] is True for n in fwd)  # causal, probabilities kept
     assert not targets["forward"] & _MASK_AND_SOFTMAX, targets["forward"] & _MASK_AND_SOFTMAX
     assert not targets["backward"] & _SOFTMAX_BACKWARD, targets["backward"] & _SOFTMAX_BACKWARD
+    # q, k and v are read in place and the output written where the projection reads it: the
+    # forward plan copies nothing (torch's math form copied q, k, v and the output per layer).
+    fwd_plans = [p.stats for g in graphs() if g.kind == "forward" for sig in g.plans.values()
+                 for p in sig.instances]
+    assert fwd_plans and all(st["copies"] == 0 for st in fwd_plans), fwd_plans
     # The heads merge back as views: no copy of the attention output in the forward graph
     # between the op and the output projection.
     for n in fwd:
