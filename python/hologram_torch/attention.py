@@ -98,17 +98,27 @@ sdpa_backward_op = torch.ops.hologram.sdpa_backward.default
 
 def decomposition(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """``aten.scaled_dot_product_attention`` as :func:`sdpa` where it applies (4-D inputs of one
-    float dtype, no mask, no dropout, no grouped-query heads), else as matrix products, a mask
-    and a softmax."""
-    scale = float(scale) if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
+    float dtype, no mask, no dropout, no grouped-query heads), else as :func:`composed`."""
     fits = (attn_mask is None and not dropout_p and not enable_gqa and q.dim() == k.dim() == v.dim() == 4
             and q.dtype == k.dtype == v.dtype and q.dtype.is_floating_point
             and q.shape[:2] == k.shape[:2] == v.shape[:2] and k.shape[2] == v.shape[2])
-    if fits:
-        save = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-        return sdpa(q, k, v, bool(is_causal), scale, save)[0]
+    if not fits:
+        return composed(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    scale = float(scale) if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
+    # The probabilities are kept; graphs that never read them (inference) drop them after
+    # tracing (drop_unused_probabilities): grad mode here does not tell.
+    return sdpa(q, k, v, bool(is_causal), scale, True)[0]
+
+
+def composed(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """``aten.scaled_dot_product_attention`` as matrix products, a mask and a softmax (without
+    the checks for fully masked rows of torch's math path)."""
     if dropout_p:
         raise RuntimeError("hologram: attention dropout is not supported")
+    if enable_gqa and k.shape[-3] != q.shape[-3]:
+        repeat = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(repeat, dim=-3), v.repeat_interleave(repeat, dim=-3)
+    scale = float(scale) if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
     s = _scores(q, k, is_causal, scale)
     if attn_mask is not None:
         s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
@@ -131,13 +141,22 @@ def drop_unused_probabilities(gm: torch.fx.GraphModule) -> None:
 
 
 class OneOp(torch.overrides.TorchFunctionMode):
-    """While active, ``F.scaled_dot_product_attention`` calls go to :func:`decomposition`.
-    AOTAutograd and ``make_fx`` trace under it: the attention op reaches them as a composite op
-    that autograd would expand (and the math backend would build its mask and row checks from
-    element-wise ops and reductions) before any decomposition table is consulted."""
+    """While active, ``F.scaled_dot_product_attention`` calls go to :func:`decomposition`
+    (with ``fused=False`` to :func:`composed`). AOTAutograd and ``make_fx`` trace under it: the
+    attention op reaches them as a composite op that autograd would expand (and torch's math
+    path would build its mask and fully-masked-row checks from element-wise ops and
+    reductions) before any decomposition table is consulted.
+
+    ``compile_step`` passes ``fused=False``: it traces ``torch.func.grad_and_value`` under
+    ``torch.func.functionalize``, and functorch runs neither a custom op's registered autograd
+    nor an autograd Function under functionalize."""
+
+    def __init__(self, fused: bool = True):
+        super().__init__()
+        self.impl = decomposition if fused else composed
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch._C._nn.scaled_dot_product_attention:
-            return decomposition(*args, **kwargs)
+            return self.impl(*args, **kwargs)
         return func(*args, **kwargs)

@@ -102,9 +102,10 @@ def _decompositions():
         aten.embedding_dense_backward, aten.hardswish, aten.hardswish_backward,
         aten.hardsigmoid, aten.hardsigmoid_backward,
     ]))
-    # Attention as one custom op node forward and one backward (hologram::sdpa, lowered to the
-    # core attention op); masks, dropout and grouped heads as matrix products and a softmax.
-    table[aten.scaled_dot_product_attention.default] = attention.decomposition
+    # Attention where this table is consulted for it at all: as matrix products and a softmax.
+    # (AOTAutograd and make_fx expand the composite op before any table; attention.OneOp,
+    # active while they trace, gives it to them as the one op hologram::sdpa.)
+    table[aten.scaled_dot_product_attention.default] = attention.composed
     # Ops Hologram runs as fused kernels rather than as their decompositions.
     for op in (aten.embedding.default, aten._softmax_backward_data.default,
                aten._log_softmax_backward_data.default, aten.gelu_backward.default,

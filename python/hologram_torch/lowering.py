@@ -508,9 +508,8 @@ def _sdpa(q, k, v, is_causal, scale, save_probs):
     the output a ``[B, H, L, D]`` view of ``[B, L, H, D]`` storage)."""
     tf32 = _tf32(torch.backends.cuda.matmul.allow_tf32)
     out, probs = q._t.attention(k._t, v._t, bool(is_causal), float(scale), tf32, bool(save_probs))
-    if probs is None:
-        return hg.Tensor._wrap(out), _full((0,), 0.0, q.dtype)
-    return hg.Tensor._wrap(out), hg.Tensor._wrap(probs)
+    # Without save_probs nothing reads the probabilities (attention.drop_unused_probabilities).
+    return hg.Tensor._wrap(out), None if probs is None else hg.Tensor._wrap(probs)
 
 
 @_reg(attention.sdpa_backward_op)

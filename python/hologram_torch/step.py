@@ -235,9 +235,10 @@ class TrainStep:
         traced = torch.func.functionalize(step, remove="mutations")
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        # Attention as one op (see .attention); RNNs as their cells (not oneDNN's kernels).
+        # Attention as matrix products, a mask and a softmax (see .attention.OneOp for why not
+        # the fused op here); RNNs as their cells (not oneDNN's kernels).
         with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
-                torch.backends.cudnn.flags(enabled=False), attention.OneOp():
+                torch.backends.cudnn.flags(enabled=False), attention.OneOp(fused=False):
             gm = make_fx(traced, decomposition_table=_compile._decompositions())(
                 detached, [b.detach().clone() for b in buffers], state, sc, list(batch))  # tracing runs the ops: not on the real buffers
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

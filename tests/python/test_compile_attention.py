@@ -5,6 +5,7 @@ eager: a small GPT's outputs and gradients, and attention alone over causal and 
 odd lengths and head dimensions, masks (which keep the composed form) and inference."""
 
 import copy
+import operator
 import os
 import pathlib
 import sys
@@ -89,10 +90,15 @@ def test_gpt_training_lowers_attention_to_one_op_and_matches_eager():
     assert all(n.args[3] is True and n.args[5] is True for n in fwd)  # causal, probabilities kept
     assert not targets["forward"] & _MASK_AND_SOFTMAX, targets["forward"] & _MASK_AND_SOFTMAX
     assert not targets["backward"] & _SOFTMAX_BACKWARD, targets["backward"] & _SOFTMAX_BACKWARD
+    # q, k and v are read in place and the output written where the projection reads it: the
+    # forward plan copies nothing (torch's math form copied q, k, v and the output per layer).
+    fwd_plans = [p.stats for g in graphs() if g.kind == "forward" for sig in g.plans.values()
+                 for p in sig.instances]
+    assert fwd_plans and all(st["copies"] == 0 for st in fwd_plans), fwd_plans
     # The heads merge back as views: no copy of the attention output in the forward graph
     # between the op and the output projection.
     for n in fwd:
-        out_users = [u for u in n.users if u.target is __import__("operator").getitem and u.args[1] == 0]
+        out_users = [u for u in n.users if u.target is operator.getitem and u.args[1] == 0]
         for u in out_users:
             chain = list(u.users)
             assert all(c.target in (aten.permute.default, aten.transpose.int, aten.view.default,
@@ -163,7 +169,7 @@ def test_custom_ops_run_in_eager_and_match_torch():
     x = _qkv(2, 11, 2, 5, 5)
     xe = x.detach().clone().requires_grad_(True)
     for causal in (True, False):
-        b, length, c3 = x.shape
+        b, length, _ = x.shape
         q, k, v = (z.view(b, length, 2, 5).transpose(1, 2) for z in x.split(10, dim=2))
         out, probs = hg_attention.sdpa(q, k, v, causal, 0.5, True)
         qe, ke, ve = (z.view(b, length, 2, 5).transpose(1, 2) for z in xe.split(10, dim=2))

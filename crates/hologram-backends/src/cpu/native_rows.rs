@@ -254,14 +254,15 @@ where
             move |(partial, exps), r| {
                 let (first, second, out_p) = (first, second, out_p);
                 let at = r * cols;
-                // SAFETY: rows·cols elements of every input (after its offset) and of the output
-                // are in bounds and of type S (checked above); each row is one task, which
-                // writes only its own range of the output, and an input overlapping the output
-                // is exactly the output (checked above), so no task reads another's writes.
+                // Causal rows see the columns up to their query's position (`r mod qlen`).
                 let attention = Attention {
                     scale,
                     limit: qlen.map_or(cols, |q| (r % q + 1).min(cols)),
                 };
+                // SAFETY: rows·cols elements of every input (after its offset) and of the output
+                // are in bounds and of type S (checked above); each row is one task, which
+                // writes only its own range of the output, and an input overlapping the output
+                // is exactly the output (checked above), so no task reads another's writes.
                 unsafe {
                     let row_ptrs = Row {
                         first: (first.0 as *const S).add(at),
