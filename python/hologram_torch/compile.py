@@ -149,6 +149,24 @@ def _view_of_input(n):
     return isinstance(b, torch.fx.Node) and b.op == "placeholder"
 
 
+def _stored_once(n) -> bool:
+    """True when node ``n``'s value is worth storing as soon as it is made: it has several users
+    and one of them (looking through views) is not element-wise, so it is stored for that user
+    anyway; the element-wise users then read it instead of inlining its expression again (a
+    residual stream recomputed as a growing sum of every layer's branch at each layer)."""
+    if len(n.users) < 2:
+        return False
+
+    def stores(u) -> bool:
+        if u.op != "call_function":
+            return False
+        if u.target in _VIEW_OPS:
+            return any(stores(w) for w in u.users)
+        return torch.Tag.pointwise not in getattr(u.target, "tags", ())
+
+    return any(stores(u) for u in n.users)
+
+
 def interpret(nodes, values: dict) -> dict:
     """Runs FX ``nodes`` of core ATen ops on Hologram tensors; ``values`` maps the placeholders
     to their values. Returns every node's value."""
@@ -165,6 +183,8 @@ def interpret(nodes, values: dict) -> dict:
                 env[n] = fn(*a, **k)
             finally:
                 lowering.CTX.node = None
+            if isinstance(env[n], hg.Tensor) and _stored_once(n):
+                env[n] = env[n].realize()
         elif n.op == "get_attr":
             raise lowering.NoLowering(f"a get_attr node ({n.target})")
     return env
