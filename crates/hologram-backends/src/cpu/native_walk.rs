@@ -261,6 +261,7 @@ mod tests {
     use hologram_compiler::Canonical;
     use hologram_isa::semantics::Value;
 
+    use super::{skippable, Feed};
     use crate::backend::{Backend, BufferArg, KernelArg, LaunchConfig, Memory};
     use crate::cpu::CpuBackend;
     use crate::error::BackendError;
@@ -335,11 +336,6 @@ mod tests {
             .enumerate()
             .all(|(g, &v)| v == 1000 + g as u32 % 3));
     }
-}
-
-#[cfg(test)]
-mod walk_tests {
-    use super::*;
 
     #[test]
     fn shared_index_steps_are_skipped_once_every_reader_is() {

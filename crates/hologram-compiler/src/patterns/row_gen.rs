@@ -281,7 +281,7 @@ impl Gen {
     }
 }
 
-/// Partial results per row group in [`Gen::group_reduce`]: its first level folds `G / PARTIALS`
+/// Partial results per row group in the row kernels' group reduction: its first level folds `G / PARTIALS`
 /// slots per lane, its second `PARTIALS`.
 pub const PARTIALS: u32 = 8;
 

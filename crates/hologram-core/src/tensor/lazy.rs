@@ -438,11 +438,20 @@ fn share_walks(inputs: &mut [(DType, Access)], layouts: &[Layout]) {
         }
         _ => None,
     };
+    if inputs
+        .iter()
+        .filter(|(_, a)| matches!(a, Access::Broadcast { .. }))
+        .count()
+        < 2
+    {
+        return;
+    }
+    let walks: SmallVec<[_; 8]> = (0..inputs.len()).map(|k| walk_of(k, inputs[k].1)).collect();
     for k in 1..inputs.len() {
-        let Some(mine) = walk_of(k, inputs[k].1) else {
+        let Some(mine) = walks[k] else {
             continue;
         };
-        let owner = (0..k).find(|&j| walk_of(j, inputs[j].1) == Some(mine));
+        let owner = (0..k).find(|&j| walks[j] == Some(mine));
         if let Some(j) = owner.and_then(|j| u8::try_from(j).ok()) {
             inputs[k].1 = Access::BroadcastAs(j);
         }

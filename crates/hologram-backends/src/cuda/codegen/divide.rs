@@ -26,7 +26,7 @@ pub fn magic(d: u32) -> (u32, u32) {
         return (0, 0);
     }
     let l = 32 - (d - 1).leading_zeros();
-    let m = ((1u64 << (31 + l)) + d as u64 - 1) / d as u64;
+    let m = (1u64 << (31 + l)).div_ceil(d as u64);
     debug_assert!(m < 1 << 32);
     (m as u32, l - 1)
 }
@@ -106,10 +106,8 @@ mod tests {
         let (m, s) = magic(d);
         if m != 0 && a < 1 << 31 {
             (((a as u64 * m as u64) >> 32) as u32) >> s
-        } else if d == 0 {
-            a
         } else {
-            a / d
+            a.checked_div(d).unwrap_or(a)
         }
     }
 
@@ -136,8 +134,8 @@ mod tests {
         dividends.extend([0x7fff_ffff, 0x7fff_fffe, 0x8000_0000, 0x8000_0001, u32::MAX]);
         let mut x = 0x9E37_79B9u32;
         for &d in &divisors {
-            let mut check = |a: u32| {
-                let want = if d == 0 { a } else { a / d };
+            let check = |a: u32| {
+                let want = a.checked_div(d).unwrap_or(a);
                 assert_eq!(divm(a, d), want, "{a} / {d}");
             };
             for &a in &dividends {
