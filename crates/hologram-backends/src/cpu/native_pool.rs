@@ -145,8 +145,9 @@ where
                 for ox in ox0..ox1 {
                     let o = oy * g.wo + ox;
                     // SAFETY: `o` < ho·wo (the caller's promise covers it).
-                    if unsafe { *idx.add(o) } == pos {
-                        acc = A::add(acc, widen(unsafe { *gr.add(o) }));
+                    let (at, v) = unsafe { (*idx.add(o), *gr.add(o)) };
+                    if at == pos {
+                        acc = A::add(acc, widen(v));
                     }
                 }
             }
@@ -187,8 +188,10 @@ where
         args.buffer::<S>(0)?;
         args.buffer::<i64>(1)?;
         args.buffer::<S>(2)?;
-        if !(fits(args, 0, xoff, outs) && fits(args, 1, ioff, outs) && fits(args, 2, 0, ins))
-            || !args.disjoint(&[2], &[0, 1])
+        if !(fits(args, 0, xoff, outs)
+            && fits(args, 1, ioff, outs)
+            && fits(args, 2, 0, ins)
+            && args.disjoint(&[2], &[0, 1]))
         {
             return None;
         }
@@ -204,7 +207,7 @@ where
         } else {
             &[1]
         };
-        if !(fits(args, 0, xoff, ins) && fits(args, 1, 0, outs)) || !args.disjoint(written, &[0]) {
+        if !(fits(args, 0, xoff, ins) && fits(args, 1, 0, outs) && args.disjoint(written, &[0])) {
             return None;
         }
     }

@@ -355,7 +355,7 @@ impl Fused<'_> {
             a => a,
         };
         let spec = Spec {
-            graph: &lazy.graph,
+            graph: lazy.graph,
             root,
             inputs,
             rank,
