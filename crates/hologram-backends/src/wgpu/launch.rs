@@ -254,13 +254,21 @@ pub(crate) fn run(
     args: &[KernelArg],
 ) -> Result<()> {
     let started = std::time::Instant::now();
-    let (dims, fold) = dispatch_dims(
-        config,
-        gpu.limits.max_compute_workgroups_per_dimension,
-        kernel,
-    )?;
+    let max = gpu.limits.max_compute_workgroups_per_dimension;
+    let lanes = config.grid_blocks() * config.block_lanes();
+    let (dims, fold) = if pipeline.generated.vector_map {
+        // The 4-lane form of a map runs in its own shape (see `codegen/map.rs`).
+        let dims =
+            codegen::map::dispatch(lanes, max).ok_or_else(|| BackendError::InvalidLaunch {
+                kernel: kernel.name.clone(),
+                reason: format!("{lanes} lanes do not fit a 4-lane map launch"),
+            })?;
+        (dims, 0)
+    } else {
+        dispatch_dims(config, max, kernel)?
+    };
     let (placed, pool_sizes) = plan_pools(kernel, &pipeline.generated, args)?;
-    let bound = bind_args(
+    let mut bound = bind_args(
         kernel,
         &pipeline.generated,
         config,
@@ -269,6 +277,10 @@ pub(crate) fn run(
         (fold, config.grid_blocks()),
         &placed,
     )?;
+    if pipeline.generated.vector_map {
+        // At most `MAX_LANES` (2^31): the form is chosen only for launches that fit.
+        bound.words[codegen::map::total_word(kernel)] = lanes as u32;
+    }
     let queued = QueuedLaunch {
         kernel: kernel.clone(),
         pipeline: pipeline.clone(),
@@ -493,6 +505,7 @@ pub(crate) fn options(gpu: &Gpu, config: &LaunchConfig) -> CodegenOptions {
             .features
             .contains(::wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS),
         max_storage_buffers: gpu.limits.max_storage_buffers_per_shader_stage,
+        vector_map: false,
     }
 }
 

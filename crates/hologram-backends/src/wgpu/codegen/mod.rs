@@ -36,6 +36,7 @@ mod blocks;
 mod convert;
 mod fma;
 mod inst;
+pub mod map;
 pub mod math;
 pub mod prelude;
 mod trig;
@@ -95,6 +96,8 @@ pub struct CodegenOptions {
     pub int64_atomics: bool,
     /// Most storage buffers one shader may bind.
     pub max_storage_buffers: u32,
+    /// Generate element-wise maps in their 4-lane form ([`map`]); other kernels ignore it.
+    pub vector_map: bool,
 }
 
 impl CodegenOptions {
@@ -107,14 +110,20 @@ impl CodegenOptions {
             float64: false,
             int64_atomics: false,
             max_storage_buffers: 8,
+            vector_map: false,
         }
     }
 
     /// A stable text form, for pipeline cache keys.
     pub fn key(&self) -> String {
         format!(
-            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={}",
-            self.block, self.bounds_checks, self.int64, self.float64, self.int64_atomics
+            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={};map4={}",
+            self.block,
+            self.bounds_checks,
+            self.int64,
+            self.float64,
+            self.int64_atomics,
+            self.vector_map
         )
     }
 }
@@ -150,6 +159,9 @@ pub struct Generated {
     pub pools: Vec<arrays::Pool>,
     /// Words of the argument buffer.
     pub args_words: usize,
+    /// The module is a map's 4-lane form ([`map`]): launched in its own shape, with the lanes
+    /// of the original launch in argument word [`map::total_word`].
+    pub vector_map: bool,
 }
 
 /// The argument-buffer word holding parameter `p`'s first slot.
@@ -172,6 +184,12 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         indent: 2,
         barrier_mode: kernel.facts.uses_barrier,
         canary: false,
+        live_checks: true,
+    };
+    let map = if opts.vector_map {
+        map::vectorizable(kernel)
+    } else {
+        None
     };
     let run = g.run_function()?;
     let decls = g.declarations();
@@ -187,7 +205,10 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
     // canary when they loop at all (atomics' compare-and-swap loops, looping helpers).
     g.canary = !run.contains("hg_refill")
         && (run.contains("loop {") || used.iter().any(|h| h.text.contains("loop {")));
-    let main = g.main_function();
+    let main = match &map {
+        Some(m) => map::main_function(&mut g, m)?,
+        None => g.main_function(),
+    };
     let mut body = String::new();
     body.push_str(&run);
     body.push_str(&main);
@@ -219,7 +240,9 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         buffer_bindings,
         sites: g.sites,
         pools,
-        args_words: param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS),
+        args_words: param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS)
+            + usize::from(map.is_some()),
+        vector_map: map.is_some(),
     })
 }
 
@@ -290,6 +313,9 @@ pub(crate) struct Gen<'k> {
     pub barrier_mode: bool,
     /// `main` ends with [`LOOP_CANARY`] (straight-line code whose helpers loop).
     pub canary: bool,
+    /// Unchecked accesses test that the lane is live (false in the 4-lane form of maps, whose
+    /// lanes are all live).
+    pub live_checks: bool,
 }
 
 impl Gen<'_> {
@@ -360,6 +386,48 @@ impl Gen<'_> {
         d
     }
 
+    /// The statements of `main` that set up the lane's state from the launch words: `hg_zero`,
+    /// the budget, the grid, scalar parameters (everything but the lane's position).
+    pub(crate) fn setup_lines(&self) -> String {
+        let mut m = String::new();
+        // hg_zero is 0, but read from memory so no compiler can fold it (see types::literal).
+        m.push_str("    hg_zero = hg_args[5];\n");
+        m.push_str("    hg_tick = hg_args[6];\n");
+        m.push_str("    hg_chunks = hg_args[7];\n");
+        m.push_str("    hg_nctaid = vec3<u32>(hg_args[0], hg_args[1], hg_args[2]);\n");
+        m.push_str(&self.scalar_lines());
+        m
+    }
+
+    /// `p<i> = ...;` for every scalar parameter.
+    fn scalar_lines(&self) -> String {
+        let mut m = String::new();
+        for (i, p) in self.k.params.iter().enumerate() {
+            if let ParamKind::Scalar(ty) = p.kind {
+                let w = param_word(i as u32);
+                let lo = format!("hg_args[{w}]");
+                let hi = format!("hg_args[{}]", w + 1);
+                let e = match ty {
+                    Type::U32 => lo,
+                    Type::U8 => format!("({lo} & 0xffu)"),
+                    Type::U16 => format!("({lo} & 0xffffu)"),
+                    Type::I32 => format!("bitcast<i32>({lo})"),
+                    Type::I8 => format!("(bitcast<i32>({lo} << 24u) >> 24u)"),
+                    Type::I16 => format!("(bitcast<i32>({lo} << 16u) >> 16u)"),
+                    Type::F32 => format!("bitcast<f32>({lo})"),
+                    Type::F16 => format!("hg_h2f({lo} & 0xffffu)"),
+                    Type::BF16 => format!("hg_b2f({lo} & 0xffffu)"),
+                    Type::Pred => format!("({lo} != 0u)"),
+                    Type::U64 => format!("(u64({lo}) | (u64({hi}) << 32u))"),
+                    Type::I64 => format!("bitcast<i64>(u64({lo}) | (u64({hi}) << 32u))"),
+                    Type::F64 => format!("bitcast<f64>(u64({lo}) | (u64({hi}) << 32u))"),
+                };
+                let _ = writeln!(m, "    p{i} = {e};");
+            }
+        }
+        m
+    }
+
     /// The compute entry point.
     fn main_function(&mut self) -> String {
         let [bx, by, bz] = self.opts.block;
@@ -390,29 +458,7 @@ impl Gen<'_> {
             m,
             "    hg_gid = (hg_ctaid.x * {bx}u + hg_lid.x) + (hg_ctaid.y * {by}u + hg_lid.y) * (hg_nctaid.x * {bx}u) + (hg_ctaid.z * {bz}u + hg_lid.z) * (hg_nctaid.x * {bx}u * hg_nctaid.y * {by}u);"
         );
-        for (i, p) in self.k.params.iter().enumerate() {
-            if let ParamKind::Scalar(ty) = p.kind {
-                let w = param_word(i as u32);
-                let lo = format!("hg_args[{w}]");
-                let hi = format!("hg_args[{}]", w + 1);
-                let e = match ty {
-                    Type::U32 => lo,
-                    Type::U8 => format!("({lo} & 0xffu)"),
-                    Type::U16 => format!("({lo} & 0xffffu)"),
-                    Type::I32 => format!("bitcast<i32>({lo})"),
-                    Type::I8 => format!("(bitcast<i32>({lo} << 24u) >> 24u)"),
-                    Type::I16 => format!("(bitcast<i32>({lo} << 16u) >> 16u)"),
-                    Type::F32 => format!("bitcast<f32>({lo})"),
-                    Type::F16 => format!("hg_h2f({lo} & 0xffffu)"),
-                    Type::BF16 => format!("hg_b2f({lo} & 0xffffu)"),
-                    Type::Pred => format!("({lo} != 0u)"),
-                    Type::U64 => format!("(u64({lo}) | (u64({hi}) << 32u))"),
-                    Type::I64 => format!("bitcast<i64>(u64({lo}) | (u64({hi}) << 32u))"),
-                    Type::F64 => format!("bitcast<f64>(u64({lo}) | (u64({hi}) << 32u))"),
-                };
-                let _ = writeln!(m, "    p{i} = {e};");
-            }
-        }
+        m.push_str(&self.scalar_lines());
         if !self.barrier_mode {
             m.push_str("    hg_run();\n");
             if self.canary {

@@ -50,13 +50,22 @@ fn options(block: [u32; 3], wide: bool) -> CodegenOptions {
 fn conformance_kernels_generate_valid_wgsl() {
     let mut failures = Vec::new();
     let mut generated = 0;
-    for wide in [false, true] {
+    let mut maps = 0;
+    for (wide, vector_map) in [(false, false), (true, false), (false, true), (true, true)] {
         for (name, kernel) in conformance_kernels() {
-            match generate(&kernel, &options([64, 1, 1], wide)) {
+            let opts = CodegenOptions {
+                vector_map,
+                ..options([64, 1, 1], wide)
+            };
+            match generate(&kernel, &opts) {
                 Ok(g) => {
                     generated += 1;
+                    maps += usize::from(g.vector_map);
                     if let Err(e) = validate(&g.wgsl, wide) {
-                        failures.push(format!("{name} (64-bit: {wide}): {e}\n{}", g.wgsl));
+                        failures.push(format!(
+                            "{name} (64-bit: {wide}, 4-lane maps: {vector_map}): {e}\n{}",
+                            g.wgsl
+                        ));
                     }
                 }
                 Err(CodegenError::Unsupported(why)) => {
@@ -68,7 +77,8 @@ fn conformance_kernels_generate_valid_wgsl() {
             }
         }
     }
-    assert!(generated > 80, "only {generated} kernels generated");
+    assert!(generated > 160, "only {generated} kernels generated");
+    assert!(maps > 0, "no conformance kernel took the 4-lane map form");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
