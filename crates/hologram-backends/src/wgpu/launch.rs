@@ -506,6 +506,7 @@ pub(crate) fn options(gpu: &Gpu, config: &LaunchConfig) -> CodegenOptions {
             .contains(::wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS),
         max_storage_buffers: gpu.limits.max_storage_buffers_per_shader_stage,
         vector_map: false,
+        subgroups: gpu.features.contains(::wgpu::Features::SUBGROUP),
     }
 }
 

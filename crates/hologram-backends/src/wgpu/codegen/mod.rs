@@ -98,6 +98,9 @@ pub struct CodegenOptions {
     pub max_storage_buffers: u32,
     /// Generate element-wise maps in their 4-lane form ([`map`]); other kernels ignore it.
     pub vector_map: bool,
+    /// The adapter has `SUBGROUP` (subgroup operations in compute shaders): lanes meeting at
+    /// a barrier report per subgroup.
+    pub subgroups: bool,
 }
 
 impl CodegenOptions {
@@ -111,19 +114,21 @@ impl CodegenOptions {
             int64_atomics: false,
             max_storage_buffers: 8,
             vector_map: false,
+            subgroups: false,
         }
     }
 
     /// A stable text form, for pipeline cache keys.
     pub fn key(&self) -> String {
         format!(
-            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={};map4={}",
+            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={};map4={};sg={}",
             self.block,
             self.bounds_checks,
             self.int64,
             self.float64,
             self.int64_atomics,
-            self.vector_map
+            self.vector_map,
+            self.subgroups
         )
     }
 }
@@ -433,7 +438,15 @@ impl Gen<'_> {
         let [bx, by, bz] = self.opts.block;
         let mut m = String::new();
         let _ = writeln!(m, "@compute @workgroup_size({bx}, {by}, {bz})");
-        m.push_str("fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>) {\n");
+        // Kernels with barriers that report per subgroup need the lane's place in its subgroup
+        // (which WGSL gives only for one-dimensional workgroups).
+        let per_subgroup = self.barrier_mode && self.opts.subgroups && by == 1 && bz == 1;
+        let sid = if per_subgroup {
+            ", @builtin(subgroup_invocation_id) hg_sid: u32"
+        } else {
+            ""
+        };
+        let _ = writeln!(m, "fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>{sid}) {{");
         // hg_zero is 0, but read from memory so no compiler can fold it (see types::literal).
         m.push_str("    hg_zero = hg_args[5];\n");
         m.push_str("    hg_tick = hg_args[6];\n");
@@ -468,6 +481,8 @@ impl Gen<'_> {
             return m;
         }
         m.push_str(BARRIER_PHASES);
+        m.push_str(if per_subgroup { PARK_SUBGROUPS } else { PARK });
+        m.push_str(BARRIER_MEET);
         m.push_str("}\n");
         m
     }
@@ -520,22 +535,40 @@ const LOOP_CANARY: &str = r#"    var hg_pass = 0u;
 
 /// The phase loop of kernels with barriers. Each phase runs every live lane until it exits or
 /// parks at a barrier; then, at the top level of `main` (uniform control flow), the workgroup
-/// counts parked lanes and checks that they wait at the same barrier. `hg_sync` holds two sets
-/// of counters (live, max barrier + 1, max !barrier) used in alternate phases, so one set is
-/// cleared while the other is read.
+/// finds whether any lane parked and whether all parked lanes wait at the same barrier: the
+/// largest `barrier + 1` and the largest `!barrier` of the parked lanes ([`PARK`]: one pair of
+/// workgroup atomics per parked lane, or per subgroup with [`PARK_SUBGROUPS`], where 256 lanes
+/// hitting one word serialize). `hg_sync` holds two sets of these words used in alternate
+/// phases, so one set is cleared while the other is read.
 const BARRIER_PHASES: &str = r#"    var hg_phase = 0u;
     loop {
         if (hg_state == 0u) { hg_run(); }
         let par = (hg_phase & 1u) * 3u;
-        if (hg_state == 1u) {
-            atomicAdd(&hg_sync[par], 1u);
+"#;
+
+/// Parked lanes report their barrier, one lane at a time.
+const PARK: &str = r#"        if (hg_state == 1u) {
             atomicMax(&hg_sync[par + 1u], hg_bar + 1u);
             atomicMax(&hg_sync[par + 2u], ~hg_bar);
         }
-        storageBarrier();
+"#;
+
+/// Parked lanes report their barrier, one subgroup at a time: its first active lane (lanes that
+/// are not parked add zeros, which change no maximum).
+const PARK_SUBGROUPS: &str = r#"        let hg_parked = hg_state == 1u;
+        let hg_hi = subgroupMax(select(0u, hg_bar + 1u, hg_parked));
+        let hg_lo = subgroupMax(select(0u, ~hg_bar, hg_parked));
+        if (hg_hi != 0u && hg_sid == subgroupBroadcastFirst(hg_sid)) {
+            atomicMax(&hg_sync[par + 1u], hg_hi);
+            atomicMax(&hg_sync[par + 2u], hg_lo);
+        }
+"#;
+
+/// The rest of the phase loop.
+const BARRIER_MEET: &str = r#"        storageBarrier();
         workgroupBarrier();
-        let live = atomicLoad(&hg_sync[par]);
-        let bmax = atomicLoad(&hg_sync[par + 1u]) - 1u;
+        let bmax1 = atomicLoad(&hg_sync[par + 1u]);
+        let bmax = bmax1 - 1u;
         let bmin = ~atomicLoad(&hg_sync[par + 2u]);
         if (hg_lidx == 0u) {
             let q = 3u - par;
@@ -544,7 +577,8 @@ const BARRIER_PHASES: &str = r#"    var hg_phase = 0u;
             atomicStore(&hg_sync[q + 2u], 0u);
         }
         workgroupBarrier();
-        if (live == 0u) { return; }
+        // No lane parked: every lane has ended.
+        if (bmax1 == 0u) { return; }
         if (bmin != bmax) {
             if (hg_lidx == 0u) { hg_diverged(bmin, bmax); }
             return;

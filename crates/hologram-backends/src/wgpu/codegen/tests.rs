@@ -24,6 +24,7 @@ fn conformance_kernels() -> Vec<(String, Kernel)> {
 fn validate(wgsl: &str, wide: bool) -> Result<(), String> {
     let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
     let mut caps = naga::valid::Capabilities::default();
+    caps |= naga::valid::Capabilities::SUBGROUP;
     if wide {
         caps |= naga::valid::Capabilities::SHADER_INT64
             | naga::valid::Capabilities::FLOAT64
@@ -31,6 +32,8 @@ fn validate(wgsl: &str, wide: bool) -> Result<(), String> {
             | naga::valid::Capabilities::SHADER_INT64_ATOMIC_MIN_MAX;
     }
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
         .validate(&module)
         .map(|_| ())
         .map_err(|e| e.emit_to_string(wgsl))
@@ -51,10 +54,11 @@ fn conformance_kernels_generate_valid_wgsl() {
     let mut failures = Vec::new();
     let mut generated = 0;
     let mut maps = 0;
-    for (wide, vector_map) in [(false, false), (true, false), (false, true), (true, true)] {
+    for (wide, fast) in [(false, false), (true, false), (false, true), (true, true)] {
         for (name, kernel) in conformance_kernels() {
             let opts = CodegenOptions {
-                vector_map,
+                vector_map: fast,
+                subgroups: fast,
                 ..options([64, 1, 1], wide)
             };
             match generate(&kernel, &opts) {
@@ -63,7 +67,7 @@ fn conformance_kernels_generate_valid_wgsl() {
                     maps += usize::from(g.vector_map);
                     if let Err(e) = validate(&g.wgsl, wide) {
                         failures.push(format!(
-                            "{name} (64-bit: {wide}, 4-lane maps: {vector_map}): {e}\n{}",
+                            "{name} (64-bit: {wide}, 4-lane maps and subgroups: {fast}): {e}\n{}",
                             g.wgsl
                         ));
                     }
