@@ -358,7 +358,7 @@ impl Backend for WgpuBackend {
         let key = pipeline_cache::key(&k.digest, &self.target, &opts);
         let pipeline = self.cache.get_or_build(key, || {
             let generated = generate(kern, &opts, &self.gpu.info.name)?;
-            launch::build_pipeline(&self.gpu, kern, generated)
+            launch::build_pipeline(&self.gpu, kern, generated, opts.bounds_checks)
         })?;
         self.launches.fetch_add(1, Ordering::Relaxed);
         launch::run(&self.gpu, self.owner, kern, &pipeline, config, args)

@@ -14,8 +14,14 @@ use super::work_queue::QueuedLaunch;
 use crate::backend::{KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
-/// Builds the compute pipeline for generated WGSL.
-pub(crate) fn build_pipeline(gpu: &Gpu, kernel: &Kernel, generated: Generated) -> Result<Pipeline> {
+/// Builds the compute pipeline for generated WGSL. `checked`: the WGSL checks every access
+/// itself (the launch's bounds checks are on), so wgpu need not add its own index clamps.
+pub(crate) fn build_pipeline(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    generated: Generated,
+    checked: bool,
+) -> Result<Pipeline> {
     let compile_err = |msg: String| BackendError::Compile {
         kernel: kernel.name.clone(),
         log: msg,
@@ -34,12 +40,26 @@ pub(crate) fn build_pipeline(gpu: &Gpu, kernel: &Kernel, generated: Generated) -
     let wgsl = generated.wgsl.clone();
     let (pipeline, layout) = gpu.scoped(
         || {
-            let module = gpu
-                .device
-                .create_shader_module(::wgpu::ShaderModuleDescriptor {
-                    label: Some(&kernel.name),
-                    source: ::wgpu::ShaderSource::Wgsl(wgsl.into()),
-                });
+            let desc = ::wgpu::ShaderModuleDescriptor {
+                label: Some(&kernel.name),
+                source: ::wgpu::ShaderSource::Wgsl(wgsl.into()),
+            };
+            let module = if checked {
+                // Every other runtime check stays (loop bounding, division guards).
+                let checks = ::wgpu::ShaderRuntimeChecks {
+                    bounds_checks: false,
+                    ..::wgpu::ShaderRuntimeChecks::checked()
+                };
+                // SAFETY: with bounds checks on, the generated code tests every index into a
+                // buffer, shared or scratch array against its length before the access
+                // (`codegen/inst.rs`, `checked`); the argument and error words are read at
+                // constant indices inside their bindings, and the call stack's index is bounded
+                // by the kernel's validated call depth. wgpu's own clamps would only repeat
+                // those tests.
+                unsafe { gpu.device.create_shader_module_trusted(desc, checks) }
+            } else {
+                gpu.device.create_shader_module(desc)
+            };
             let layout = gpu
                 .device
                 .create_bind_group_layout(&::wgpu::BindGroupLayoutDescriptor {
