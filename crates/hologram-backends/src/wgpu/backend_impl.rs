@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use hologram_compiler::patterns::Pattern;
 use hologram_compiler::Canonical;
 use hologram_isa::Kernel;
 
@@ -58,6 +59,15 @@ struct WgpuKernel {
     kernel: Arc<Kernel>,
     /// The canonical digest: with the adapter and options, the pipeline's cache key.
     digest: hologram_compiler::Digest,
+    /// An element-wise map whose loads all read at `%gid`: launched in its 4-lane form
+    /// (`codegen/map.rs`).
+    vector_map: bool,
+}
+
+/// `HOLOGRAM_WGPU_MAP4=0` launches maps in their generic form (for measuring the 4-lane form).
+fn map4_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("HOLOGRAM_WGPU_MAP4").as_deref() != Ok("0"))
 }
 
 impl WgpuBackend {
@@ -296,11 +306,19 @@ impl Backend for WgpuBackend {
         // Reject what the adapter cannot run now, before any launch.
         let opts = launch::options(&self.gpu, &LaunchConfig::linear(1, 64));
         generate(kernel, &opts, &self.gpu.info.name)?;
+        // The kernel's intent decides: maps whose loads all read at %gid get the 4-lane form.
+        let vector_map = map4_enabled()
+            && matches!(canonical.pattern(), Some(Pattern::Map(m)) if !m.gather)
+            && codegen::map::vectorizable(kernel).is_some();
+        if vector_map {
+            tracing::debug!(kernel = %kernel.name, "element-wise map: 4-lane form");
+        }
         Ok(CompiledKernel::new(
             kernel.clone(),
             Arc::new(WgpuKernel {
                 kernel: kernel.clone(),
                 digest: canonical.digest(),
+                vector_map,
             }),
         ))
     }
@@ -336,11 +354,17 @@ impl Backend for WgpuBackend {
         if config.grid_blocks() == 0 {
             return Ok(());
         }
-        let opts = launch::options(&self.gpu, config);
+        let mut opts = launch::options(&self.gpu, config);
+        let lanes = config.grid_blocks() * config.block_lanes();
+        if k.vector_map && lanes <= codegen::map::MAX_LANES {
+            // Its own launch shape: the pipeline serves every block size.
+            opts.vector_map = true;
+            opts.block = [codegen::map::MAP_BLOCK, 1, 1];
+        }
         let key = pipeline_cache::key(&k.digest, &self.target, &opts);
         let pipeline = self.cache.get_or_build(key, || {
             let generated = generate(kern, &opts, &self.gpu.info.name)?;
-            launch::build_pipeline(&self.gpu, kern, generated)
+            launch::build_pipeline(&self.gpu, kern, generated, opts.bounds_checks)
         })?;
         self.launches.fetch_add(1, Ordering::Relaxed);
         launch::run(&self.gpu, self.owner, kern, &pipeline, config, args)

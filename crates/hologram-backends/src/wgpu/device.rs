@@ -30,17 +30,19 @@ pub(crate) struct Gpu {
     pub groups: Arc<BindGroupCache>,
 }
 
-/// The 64-bit features we use when the adapter has them.
+/// The optional features we use when the adapter has them: 64-bit types and atomics, and
+/// subgroup operations (barrier bookkeeping per subgroup).
 /// With `HOLOGRAM_WGPU_CORE_ONLY=1` none are used: the code generator then takes the paths of
-/// adapters without 64-bit support (Metal, many mobile GPUs), which lets them be tested on any
-/// adapter.
+/// adapters without them (Metal without 64-bit support, many mobile GPUs), which lets them be
+/// tested on any adapter.
 fn wanted_features(available: ::wgpu::Features) -> ::wgpu::Features {
     if std::env::var("HOLOGRAM_WGPU_CORE_ONLY").as_deref() == Ok("1") {
         return ::wgpu::Features::empty();
     }
     let want = ::wgpu::Features::SHADER_INT64
         | ::wgpu::Features::SHADER_F64
-        | ::wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS;
+        | ::wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS
+        | ::wgpu::Features::SUBGROUP;
     available & want
 }
 

@@ -14,8 +14,14 @@ use super::work_queue::QueuedLaunch;
 use crate::backend::{KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
-/// Builds the compute pipeline for generated WGSL.
-pub(crate) fn build_pipeline(gpu: &Gpu, kernel: &Kernel, generated: Generated) -> Result<Pipeline> {
+/// Builds the compute pipeline for generated WGSL. `checked`: the WGSL checks every access
+/// itself (the launch's bounds checks are on), so wgpu need not add its own index clamps.
+pub(crate) fn build_pipeline(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    generated: Generated,
+    checked: bool,
+) -> Result<Pipeline> {
     let compile_err = |msg: String| BackendError::Compile {
         kernel: kernel.name.clone(),
         log: msg,
@@ -34,12 +40,26 @@ pub(crate) fn build_pipeline(gpu: &Gpu, kernel: &Kernel, generated: Generated) -
     let wgsl = generated.wgsl.clone();
     let (pipeline, layout) = gpu.scoped(
         || {
-            let module = gpu
-                .device
-                .create_shader_module(::wgpu::ShaderModuleDescriptor {
-                    label: Some(&kernel.name),
-                    source: ::wgpu::ShaderSource::Wgsl(wgsl.into()),
-                });
+            let desc = ::wgpu::ShaderModuleDescriptor {
+                label: Some(&kernel.name),
+                source: ::wgpu::ShaderSource::Wgsl(wgsl.into()),
+            };
+            let module = if checked {
+                // Every other runtime check stays (loop bounding, division guards).
+                let checks = ::wgpu::ShaderRuntimeChecks {
+                    bounds_checks: false,
+                    ..::wgpu::ShaderRuntimeChecks::checked()
+                };
+                // SAFETY: with bounds checks on, the generated code tests every index into a
+                // buffer, shared or scratch array against its length before the access
+                // (`codegen/inst.rs`, `checked`); the argument and error words are read at
+                // constant indices inside their bindings, and the call stack's index is bounded
+                // by the kernel's validated call depth. wgpu's own clamps would only repeat
+                // those tests.
+                unsafe { gpu.device.create_shader_module_trusted(desc, checks) }
+            } else {
+                gpu.device.create_shader_module(desc)
+            };
             let layout = gpu
                 .device
                 .create_bind_group_layout(&::wgpu::BindGroupLayoutDescriptor {
@@ -254,13 +274,21 @@ pub(crate) fn run(
     args: &[KernelArg],
 ) -> Result<()> {
     let started = std::time::Instant::now();
-    let (dims, fold) = dispatch_dims(
-        config,
-        gpu.limits.max_compute_workgroups_per_dimension,
-        kernel,
-    )?;
+    let max = gpu.limits.max_compute_workgroups_per_dimension;
+    let lanes = config.grid_blocks() * config.block_lanes();
+    let (dims, fold) = if pipeline.generated.vector_map {
+        // The 4-lane form of a map runs in its own shape (see `codegen/map.rs`).
+        let dims =
+            codegen::map::dispatch(lanes, max).ok_or_else(|| BackendError::InvalidLaunch {
+                kernel: kernel.name.clone(),
+                reason: format!("{lanes} lanes do not fit a 4-lane map launch"),
+            })?;
+        (dims, 0)
+    } else {
+        dispatch_dims(config, max, kernel)?
+    };
     let (placed, pool_sizes) = plan_pools(kernel, &pipeline.generated, args)?;
-    let bound = bind_args(
+    let mut bound = bind_args(
         kernel,
         &pipeline.generated,
         config,
@@ -269,6 +297,10 @@ pub(crate) fn run(
         (fold, config.grid_blocks()),
         &placed,
     )?;
+    if pipeline.generated.vector_map {
+        // At most `MAX_LANES` (2^31): the form is chosen only for launches that fit.
+        bound.words[codegen::map::total_word(kernel)] = lanes as u32;
+    }
     let queued = QueuedLaunch {
         kernel: kernel.clone(),
         pipeline: pipeline.clone(),
@@ -493,6 +525,8 @@ pub(crate) fn options(gpu: &Gpu, config: &LaunchConfig) -> CodegenOptions {
             .features
             .contains(::wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS),
         max_storage_buffers: gpu.limits.max_storage_buffers_per_shader_stage,
+        vector_map: false,
+        subgroups: gpu.features.contains(::wgpu::Features::SUBGROUP),
     }
 }
 

@@ -104,7 +104,7 @@ impl Gen<'_> {
     }
 
     /// Emits the instruction at `pc`, including control flow.
-    fn emit_at(&mut self, pc: u32) -> Result<(), CodegenError> {
+    pub(crate) fn emit_at(&mut self, pc: u32) -> Result<(), CodegenError> {
         let inst: &Inst<u32> = &self.k.insts[pc as usize];
         let next = pc + 1;
         match &inst.op {

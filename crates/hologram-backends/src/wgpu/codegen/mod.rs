@@ -36,6 +36,7 @@ mod blocks;
 mod convert;
 mod fma;
 mod inst;
+pub mod map;
 pub mod math;
 pub mod prelude;
 mod trig;
@@ -95,6 +96,11 @@ pub struct CodegenOptions {
     pub int64_atomics: bool,
     /// Most storage buffers one shader may bind.
     pub max_storage_buffers: u32,
+    /// Generate element-wise maps in their 4-lane form ([`map`]); other kernels ignore it.
+    pub vector_map: bool,
+    /// The adapter has `SUBGROUP` (subgroup operations in compute shaders): lanes meeting at
+    /// a barrier report per subgroup.
+    pub subgroups: bool,
 }
 
 impl CodegenOptions {
@@ -107,14 +113,22 @@ impl CodegenOptions {
             float64: false,
             int64_atomics: false,
             max_storage_buffers: 8,
+            vector_map: false,
+            subgroups: false,
         }
     }
 
     /// A stable text form, for pipeline cache keys.
     pub fn key(&self) -> String {
         format!(
-            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={}",
-            self.block, self.bounds_checks, self.int64, self.float64, self.int64_atomics
+            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={};map4={};sg={}",
+            self.block,
+            self.bounds_checks,
+            self.int64,
+            self.float64,
+            self.int64_atomics,
+            self.vector_map,
+            self.subgroups
         )
     }
 }
@@ -150,6 +164,9 @@ pub struct Generated {
     pub pools: Vec<arrays::Pool>,
     /// Words of the argument buffer.
     pub args_words: usize,
+    /// The module is a map's 4-lane form ([`map`]): launched in its own shape, with the lanes
+    /// of the original launch in argument word [`map::total_word`].
+    pub vector_map: bool,
 }
 
 /// The argument-buffer word holding parameter `p`'s first slot.
@@ -172,6 +189,12 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         indent: 2,
         barrier_mode: kernel.facts.uses_barrier,
         canary: false,
+        live_checks: true,
+    };
+    let map = if opts.vector_map {
+        map::vectorizable(kernel)
+    } else {
+        None
     };
     let run = g.run_function()?;
     let decls = g.declarations();
@@ -187,7 +210,10 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
     // canary when they loop at all (atomics' compare-and-swap loops, looping helpers).
     g.canary = !run.contains("hg_refill")
         && (run.contains("loop {") || used.iter().any(|h| h.text.contains("loop {")));
-    let main = g.main_function();
+    let main = match &map {
+        Some(m) => map::main_function(&mut g, m)?,
+        None => g.main_function(),
+    };
     let mut body = String::new();
     body.push_str(&run);
     body.push_str(&main);
@@ -219,7 +245,9 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         buffer_bindings,
         sites: g.sites,
         pools,
-        args_words: param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS),
+        args_words: param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS)
+            + usize::from(map.is_some()),
+        vector_map: map.is_some(),
     })
 }
 
@@ -290,6 +318,9 @@ pub(crate) struct Gen<'k> {
     pub barrier_mode: bool,
     /// `main` ends with [`LOOP_CANARY`] (straight-line code whose helpers loop).
     pub canary: bool,
+    /// Unchecked accesses test that the lane is live (false in the 4-lane form of maps, whose
+    /// lanes are all live).
+    pub live_checks: bool,
 }
 
 impl Gen<'_> {
@@ -360,12 +391,62 @@ impl Gen<'_> {
         d
     }
 
+    /// The statements of `main` that set up the lane's state from the launch words: `hg_zero`,
+    /// the budget, the grid, scalar parameters (everything but the lane's position).
+    pub(crate) fn setup_lines(&self) -> String {
+        let mut m = String::new();
+        // hg_zero is 0, but read from memory so no compiler can fold it (see types::literal).
+        m.push_str("    hg_zero = hg_args[5];\n");
+        m.push_str("    hg_tick = hg_args[6];\n");
+        m.push_str("    hg_chunks = hg_args[7];\n");
+        m.push_str("    hg_nctaid = vec3<u32>(hg_args[0], hg_args[1], hg_args[2]);\n");
+        m.push_str(&self.scalar_lines());
+        m
+    }
+
+    /// `p<i> = ...;` for every scalar parameter.
+    fn scalar_lines(&self) -> String {
+        let mut m = String::new();
+        for (i, p) in self.k.params.iter().enumerate() {
+            if let ParamKind::Scalar(ty) = p.kind {
+                let w = param_word(i as u32);
+                let lo = format!("hg_args[{w}]");
+                let hi = format!("hg_args[{}]", w + 1);
+                let e = match ty {
+                    Type::U32 => lo,
+                    Type::U8 => format!("({lo} & 0xffu)"),
+                    Type::U16 => format!("({lo} & 0xffffu)"),
+                    Type::I32 => format!("bitcast<i32>({lo})"),
+                    Type::I8 => format!("(bitcast<i32>({lo} << 24u) >> 24u)"),
+                    Type::I16 => format!("(bitcast<i32>({lo} << 16u) >> 16u)"),
+                    Type::F32 => format!("bitcast<f32>({lo})"),
+                    Type::F16 => format!("hg_h2f({lo} & 0xffffu)"),
+                    Type::BF16 => format!("hg_b2f({lo} & 0xffffu)"),
+                    Type::Pred => format!("({lo} != 0u)"),
+                    Type::U64 => format!("(u64({lo}) | (u64({hi}) << 32u))"),
+                    Type::I64 => format!("bitcast<i64>(u64({lo}) | (u64({hi}) << 32u))"),
+                    Type::F64 => format!("bitcast<f64>(u64({lo}) | (u64({hi}) << 32u))"),
+                };
+                let _ = writeln!(m, "    p{i} = {e};");
+            }
+        }
+        m
+    }
+
     /// The compute entry point.
     fn main_function(&mut self) -> String {
         let [bx, by, bz] = self.opts.block;
         let mut m = String::new();
         let _ = writeln!(m, "@compute @workgroup_size({bx}, {by}, {bz})");
-        m.push_str("fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>) {\n");
+        // Kernels with barriers that report per subgroup need the lane's place in its subgroup
+        // (which WGSL gives only for one-dimensional workgroups).
+        let per_subgroup = self.barrier_mode && self.opts.subgroups && by == 1 && bz == 1;
+        let sid = if per_subgroup {
+            ", @builtin(subgroup_invocation_id) hg_sid: u32"
+        } else {
+            ""
+        };
+        let _ = writeln!(m, "fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>{sid}) {{");
         // hg_zero is 0, but read from memory so no compiler can fold it (see types::literal).
         m.push_str("    hg_zero = hg_args[5];\n");
         m.push_str("    hg_tick = hg_args[6];\n");
@@ -390,29 +471,7 @@ impl Gen<'_> {
             m,
             "    hg_gid = (hg_ctaid.x * {bx}u + hg_lid.x) + (hg_ctaid.y * {by}u + hg_lid.y) * (hg_nctaid.x * {bx}u) + (hg_ctaid.z * {bz}u + hg_lid.z) * (hg_nctaid.x * {bx}u * hg_nctaid.y * {by}u);"
         );
-        for (i, p) in self.k.params.iter().enumerate() {
-            if let ParamKind::Scalar(ty) = p.kind {
-                let w = param_word(i as u32);
-                let lo = format!("hg_args[{w}]");
-                let hi = format!("hg_args[{}]", w + 1);
-                let e = match ty {
-                    Type::U32 => lo,
-                    Type::U8 => format!("({lo} & 0xffu)"),
-                    Type::U16 => format!("({lo} & 0xffffu)"),
-                    Type::I32 => format!("bitcast<i32>({lo})"),
-                    Type::I8 => format!("(bitcast<i32>({lo} << 24u) >> 24u)"),
-                    Type::I16 => format!("(bitcast<i32>({lo} << 16u) >> 16u)"),
-                    Type::F32 => format!("bitcast<f32>({lo})"),
-                    Type::F16 => format!("hg_h2f({lo} & 0xffffu)"),
-                    Type::BF16 => format!("hg_b2f({lo} & 0xffffu)"),
-                    Type::Pred => format!("({lo} != 0u)"),
-                    Type::U64 => format!("(u64({lo}) | (u64({hi}) << 32u))"),
-                    Type::I64 => format!("bitcast<i64>(u64({lo}) | (u64({hi}) << 32u))"),
-                    Type::F64 => format!("bitcast<f64>(u64({lo}) | (u64({hi}) << 32u))"),
-                };
-                let _ = writeln!(m, "    p{i} = {e};");
-            }
-        }
+        m.push_str(&self.scalar_lines());
         if !self.barrier_mode {
             m.push_str("    hg_run();\n");
             if self.canary {
@@ -422,6 +481,8 @@ impl Gen<'_> {
             return m;
         }
         m.push_str(BARRIER_PHASES);
+        m.push_str(if per_subgroup { PARK_SUBGROUPS } else { PARK });
+        m.push_str(BARRIER_MEET);
         m.push_str("}\n");
         m
     }
@@ -474,22 +535,40 @@ const LOOP_CANARY: &str = r#"    var hg_pass = 0u;
 
 /// The phase loop of kernels with barriers. Each phase runs every live lane until it exits or
 /// parks at a barrier; then, at the top level of `main` (uniform control flow), the workgroup
-/// counts parked lanes and checks that they wait at the same barrier. `hg_sync` holds two sets
-/// of counters (live, max barrier + 1, max !barrier) used in alternate phases, so one set is
-/// cleared while the other is read.
+/// finds whether any lane parked and whether all parked lanes wait at the same barrier: the
+/// largest `barrier + 1` and the largest `!barrier` of the parked lanes ([`PARK`]: one pair of
+/// workgroup atomics per parked lane, or per subgroup with [`PARK_SUBGROUPS`], where 256 lanes
+/// hitting one word serialize). `hg_sync` holds two sets of these words used in alternate
+/// phases, so one set is cleared while the other is read.
 const BARRIER_PHASES: &str = r#"    var hg_phase = 0u;
     loop {
         if (hg_state == 0u) { hg_run(); }
         let par = (hg_phase & 1u) * 3u;
-        if (hg_state == 1u) {
-            atomicAdd(&hg_sync[par], 1u);
+"#;
+
+/// Parked lanes report their barrier, one lane at a time.
+const PARK: &str = r#"        if (hg_state == 1u) {
             atomicMax(&hg_sync[par + 1u], hg_bar + 1u);
             atomicMax(&hg_sync[par + 2u], ~hg_bar);
         }
-        storageBarrier();
+"#;
+
+/// Parked lanes report their barrier, one subgroup at a time: its first active lane (lanes that
+/// are not parked add zeros, which change no maximum).
+const PARK_SUBGROUPS: &str = r#"        let hg_parked = hg_state == 1u;
+        let hg_hi = subgroupMax(select(0u, hg_bar + 1u, hg_parked));
+        let hg_lo = subgroupMax(select(0u, ~hg_bar, hg_parked));
+        if (hg_hi != 0u && hg_sid == subgroupBroadcastFirst(hg_sid)) {
+            atomicMax(&hg_sync[par + 1u], hg_hi);
+            atomicMax(&hg_sync[par + 2u], hg_lo);
+        }
+"#;
+
+/// The rest of the phase loop.
+const BARRIER_MEET: &str = r#"        storageBarrier();
         workgroupBarrier();
-        let live = atomicLoad(&hg_sync[par]);
-        let bmax = atomicLoad(&hg_sync[par + 1u]) - 1u;
+        let bmax1 = atomicLoad(&hg_sync[par + 1u]);
+        let bmax = bmax1 - 1u;
         let bmin = ~atomicLoad(&hg_sync[par + 2u]);
         if (hg_lidx == 0u) {
             let q = 3u - par;
@@ -498,7 +577,8 @@ const BARRIER_PHASES: &str = r#"    var hg_phase = 0u;
             atomicStore(&hg_sync[q + 2u], 0u);
         }
         workgroupBarrier();
-        if (live == 0u) { return; }
+        // No lane parked: every lane has ended.
+        if (bmax1 == 0u) { return; }
         if (bmin != bmax) {
             if (hg_lidx == 0u) { hg_diverged(bmin, bmax); }
             return;

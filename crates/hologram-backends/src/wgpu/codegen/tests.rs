@@ -24,6 +24,7 @@ fn conformance_kernels() -> Vec<(String, Kernel)> {
 fn validate(wgsl: &str, wide: bool) -> Result<(), String> {
     let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
     let mut caps = naga::valid::Capabilities::default();
+    caps |= naga::valid::Capabilities::SUBGROUP;
     if wide {
         caps |= naga::valid::Capabilities::SHADER_INT64
             | naga::valid::Capabilities::FLOAT64
@@ -31,6 +32,8 @@ fn validate(wgsl: &str, wide: bool) -> Result<(), String> {
             | naga::valid::Capabilities::SHADER_INT64_ATOMIC_MIN_MAX;
     }
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
         .validate(&module)
         .map(|_| ())
         .map_err(|e| e.emit_to_string(wgsl))
@@ -50,13 +53,23 @@ fn options(block: [u32; 3], wide: bool) -> CodegenOptions {
 fn conformance_kernels_generate_valid_wgsl() {
     let mut failures = Vec::new();
     let mut generated = 0;
-    for wide in [false, true] {
+    let mut maps = 0;
+    for (wide, fast) in [(false, false), (true, false), (false, true), (true, true)] {
         for (name, kernel) in conformance_kernels() {
-            match generate(&kernel, &options([64, 1, 1], wide)) {
+            let opts = CodegenOptions {
+                vector_map: fast,
+                subgroups: fast,
+                ..options([64, 1, 1], wide)
+            };
+            match generate(&kernel, &opts) {
                 Ok(g) => {
                     generated += 1;
+                    maps += usize::from(g.vector_map);
                     if let Err(e) = validate(&g.wgsl, wide) {
-                        failures.push(format!("{name} (64-bit: {wide}): {e}\n{}", g.wgsl));
+                        failures.push(format!(
+                            "{name} (64-bit: {wide}, 4-lane maps and subgroups: {fast}): {e}\n{}",
+                            g.wgsl
+                        ));
                     }
                 }
                 Err(CodegenError::Unsupported(why)) => {
@@ -68,7 +81,8 @@ fn conformance_kernels_generate_valid_wgsl() {
             }
         }
     }
-    assert!(generated > 80, "only {generated} kernels generated");
+    assert!(generated > 160, "only {generated} kernels generated");
+    assert!(maps > 0, "no conformance kernel took the 4-lane map form");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
