@@ -63,6 +63,19 @@ class Executor:
         """Waits for all submitted work."""
         self._e.synchronize()
 
+    def order_after_stream(self, stream: int) -> None:
+        """Makes the executor's later work wait for what is queued now on another CUDA stream
+        (``stream``: a ``cudaStream_t`` handle, as ``torch.cuda.current_stream().cuda_stream``),
+        without blocking the host (a no-op off CUDA). Call it before reading memory another library
+        writes."""
+        self._e.order_after_stream(int(stream))
+
+    def order_before_stream(self, stream: int) -> None:
+        """Makes another CUDA stream's later work wait for what the executor has queued now,
+        without blocking the host (a no-op off CUDA). Call it before handing results to another
+        library."""
+        self._e.order_before_stream(int(stream))
+
     def empty_cache(self) -> None:
         """Returns cached free memory to the device."""
         self._e.empty_cache()

@@ -4,6 +4,7 @@ device placement and DLPack."""
 from __future__ import annotations
 
 import threading
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -327,6 +328,38 @@ class Tensor:
 
     def contiguous(self): return Tensor._wrap(self._t.contiguous())
 
+    def slice(self, axis: int, start: int, stop: int, step: int = 1) -> "Tensor":
+        """A view of ``start:stop:step`` along ``axis`` (no copy; ``step`` positive)."""
+        return _wrap(self._t.slice(int(axis), int(start), int(stop), int(step)))
+
+    def maximum(self, other: "Tensor | float") -> "Tensor":
+        """The element-wise maximum with a tensor or a number (broadcast)."""
+        return _wrap(self._t.binary("maximum", other))
+
+    def minimum(self, other: "Tensor | float") -> "Tensor":
+        """The element-wise minimum with a tensor or a number (broadcast)."""
+        return _wrap(self._t.binary("minimum", other))
+
+    def copy_into(self, out: "Tensor") -> None:
+        """Writes this tensor (broadcast and converted to ``out``'s dtype) into ``out``, which
+        may be any view (a slice of a larger tensor, a plan's input): ``out[...] = self``."""
+        self._t.copy_into(out._t)
+
+    @staticmethod
+    def assign_all(values: "Sequence[Tensor]", destinations: "Sequence[Tensor]") -> None:
+        """Overwrites each of ``destinations`` with the matching one of ``values``, every value
+        computed from the old contents of all destinations (a parallel assignment, as
+        ``a, b = f(a, b), g(a, b)``): an optimizer's update of parameters and state. Values
+        that read their destination only at the element they write run straight into it."""
+        _native.Tensor.assign_all([v._t for v in values], [d._t for d in destinations])
+
+    def rand_seeded(self, shape: "Sequence[int]", normal: bool = False, dtype: object = "float32") -> "Tensor":
+        """Random numbers of ``shape`` (uniform in [0, 1), or standard normal with ``normal``)
+        seeded by the value of this one-element integer tensor: unlike :func:`rand`, the seed
+        is device data, so a recorded :class:`hologram.Plan` draws new numbers when it is
+        replayed with a new seed."""
+        return _wrap(self._t.rand_seeded([int(s) for s in shape], bool(normal), native_name(dtype)))
+
     def __getitem__(self, key):
         if not isinstance(key, tuple):
             key = (key,)
@@ -464,3 +497,18 @@ def from_dlpack(x, device=None) -> Tensor:
         index = x.__dlpack_device__()[1]
         cuda = executor_for("cuda" if index == 0 else f"cuda:{index}")._e
     return Tensor._wrap(_native.from_dlpack(x, cpu._e, cuda))
+
+
+_cpu_native: list = []  # the CPU executor's native handle, looked up once
+
+
+def from_dlpack_capsule(capsule: Any, executor: Executor) -> Tensor:
+    """Imports a DLPack capsule (what ``torch.utils.dlpack.to_dlpack`` returns; it is consumed)
+    without copying: host memory onto a CPU ``executor``, CUDA memory onto a CUDA one. Cheaper
+    than :func:`from_dlpack` (no ``__dlpack__`` protocol calls); the caller orders the
+    producer's stream (see :meth:`Executor.order_after_stream`)."""
+    if not _cpu_native:
+        _cpu_native.append(executor_for("cpu")._e)
+    if executor.backend == "cuda":
+        return _wrap(_native.from_dlpack(capsule, _cpu_native[0], executor._e))
+    return _wrap(_native.from_dlpack(capsule, executor._e, None))
