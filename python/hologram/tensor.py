@@ -504,7 +504,7 @@ _cpu_native: list = []  # the CPU executor's native handle, looked up once
 
 def from_dlpack_capsule(capsule: Any, executor: Executor) -> Tensor:
     """Imports a DLPack capsule (what ``torch.utils.dlpack.to_dlpack`` returns; it is consumed)
-    without copying: host memory onto a CPU ``executor``, CUDA memory onto a CUDA one. Cheaper
+    without copying: CUDA memory onto a CUDA ``executor``, host memory onto any other. Cheaper
     than :func:`from_dlpack` (no ``__dlpack__`` protocol calls); the caller orders the
     producer's stream (see :meth:`Executor.order_after_stream`)."""
     if not _cpu_native:
