@@ -19,7 +19,7 @@ from . import _native
 from .tensor import Tensor, _wrap
 
 
-def _maybe(t: object) -> Tensor | None:
+def _maybe(t: _native.Tensor | None) -> Tensor | None:
     return None if t is None else _wrap(t)
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from . import _native
 from .tensor import Tensor, _wrap
 
 
-def _native_or_none(t: Tensor | None) -> object:
+def _native_or_none(t: Tensor | None) -> _native.Tensor | None:
     return None if t is None else t._t
 
 
