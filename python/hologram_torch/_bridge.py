@@ -8,10 +8,10 @@ import torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
 from torch.utils.dlpack import to_dlpack as _to_dlpack
 
+import hologram as hg
+
 # A capsule straight to torch (torch.utils.dlpack.from_dlpack first probes for __dlpack__).
 _capsule_to_torch = getattr(torch._C, "_from_dlpack", _from_dlpack)
-
-import hologram as hg
 
 _default = threading.local()
 
@@ -124,7 +124,7 @@ class ParameterViews:
         # The CUDA device whose current stream the views wait for (else found from the inputs).
         self.device = device if device is not None and device.type == "cuda" else None
         self.kept: list = []
-        self.params = None
+        self.params: list[bool] | None = None
 
     def __call__(self, xs) -> list:
         """Hologram views of ``xs`` (torch tensors, as many at every call)."""

@@ -38,7 +38,7 @@ aten = torch.ops.aten
 _STATS: Counter = Counter()
 _FALLBACK_OPS: Counter = Counter()
 _warned: set = set()
-_GRAPHS = weakref.WeakSet()
+_GRAPHS: weakref.WeakSet = weakref.WeakSet()
 # False: every graph keeps AOTAutograd's runtime wrappers (for comparisons; see .direct).
 DIRECT = True
 
@@ -438,7 +438,7 @@ class _Signature:
         have the same shapes and layout at every call), or a view of a graph input: one
         ``as_strided`` with the geometry learnt for the input's layout (the chain of view ops
         for a layout not seen yet), or a chain of view ops replayed."""
-        recipe = []
+        recipe: list = []
         handed_out = set()
         for o, r in zip(self.graph.outs, results):
             if o is None or not isinstance(o, torch.fx.Node):
@@ -514,7 +514,7 @@ def _forward_returns(n_outs: int) -> int:
     """How many of the forward graph's outputs the caller sees (AOTAutograd's metadata)."""
     try:
         ctx = torch._guards.TracingContext.try_get()
-        return int(ctx.fw_metadata.num_forward_returns)
+        return int(ctx.fw_metadata.num_forward_returns)  # type: ignore[union-attr]  # None: see below
     except Exception:  # noqa: BLE001 - without the metadata, treat every output as visible
         return n_outs
 

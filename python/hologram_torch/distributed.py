@@ -37,7 +37,9 @@ def assign_buckets(params, cap_bytes: int) -> list:
     flat tensor); a parameter larger than the cap gets a bucket of its own."""
     if cap_bytes <= 0:
         raise ValueError(f"bucket size must be positive, got {cap_bytes} bytes")
-    buckets, current, current_bytes, current_dtype = [], [], 0, None
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    current_bytes, current_dtype = 0, None
     for i in reversed(range(len(params))):
         numel, dtype = params[i]
         nbytes = numel * _itemsize(dtype)
@@ -130,7 +132,9 @@ class DistributedDataParallel(torch.nn.Module):
         bi, j = self._where[p]
         b = self._buckets[bi]
         off = b.offsets[j]
-        b.flat[off:off + p.numel()].copy_(p.grad.reshape(-1))
+        grad = p.grad
+        assert grad is not None  # the hook runs once the gradient is accumulated
+        b.flat[off:off + p.numel()].copy_(grad.reshape(-1))
         if not b.seen[j]:
             b.seen[j] = True
             b.ready += 1
