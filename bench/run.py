@@ -17,7 +17,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 # Idle worker threads must not spin on the cores the next library needs (on a 2-core machine
@@ -233,7 +232,8 @@ class Bench:
                     c = compiled[name]
                     impls["torch.compile"] = (lambda: c(tx, ty), self.tsync)
                 self.compare(name, n, impls, bytes_moved[name], "GB/s")
-            del hx, hy, tx, ty, cx, cy
+            # Released before the next size (the timed closures share these variables).
+            hx = hy = tx = ty = cx = cy = None
             self.free()
 
     def broadcast(self):
@@ -256,7 +256,7 @@ class Bench:
             }
             for name, fns in cases.items():
                 self.compare(name, n, self.peers(*fns, cupy_ready=cx is not None), 8 * n, "GB/s")
-            del hx, hb, hm, tx, tb, tm, cx, cb, cm
+            hx = hb = hm = tx = tb = tm = cx = cb = cm = None
             self.free()
 
     def softmax(self):
@@ -276,7 +276,7 @@ class Bench:
                 tx = torch.from_numpy(x).to(self.tdev)
                 impls["torch"] = (lambda: torch.softmax(tx, -1), self.tsync)
             self.compare("softmax rows", n, impls, 8 * n, "GB/s")
-            del hx, tx
+            hx = tx = None
             self.free()
 
     def matmul(self):
@@ -391,7 +391,7 @@ class Bench:
                 d2h["torch .cpu()"] = (lambda: tc.cpu(), self.tsync)
             self.compare("host->device", n, h2d, 4 * n, "GB/s")
             self.compare("device->host", n, d2h, 4 * n, "GB/s", notes=notes)
-            del buf
+            buf = None
             self.free()
 
     def compile_time(self):

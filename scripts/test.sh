@@ -95,7 +95,12 @@ step "python: venv, the abi3 wheel (maturin), pytest"
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install --quiet --upgrade pip
 # torch is large (the PyPI wheel pulls CUDA libraries); the seed examples and hologram_torch need it.
-.venv/bin/pip install --quiet "numpy<2.5" pytest maturin scikit-learn matplotlib torch torchvision
+.venv/bin/pip install --quiet "numpy<2.5" pytest maturin scikit-learn matplotlib torch torchvision \
+    "ruff==0.17.6" "mypy==2.4.1"
+
+step "python: ruff and mypy (configured in pyproject.toml)"
+.venv/bin/ruff check python tests/python bench examples scripts
+.venv/bin/mypy
 rm -rf target/wheels
 .venv/bin/maturin build --release --quiet -o target/wheels
 .venv/bin/pip install --quiet --force-reinstall --no-deps target/wheels/hologram-*.whl

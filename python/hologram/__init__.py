@@ -31,9 +31,9 @@ from .errors import (  # noqa: F401
     ValidationError,
 )
 from .executor import Buffer, Executor  # noqa: F401
-from .plan import Plan, record  # noqa: F401
+from .plan import Plan, Recording, record  # noqa: F401
 from .program import Program, asm  # noqa: F401
-from . import distributed  # noqa: E402,F401
+from . import autograd, distributed, nn  # noqa: E402,F401
 from .distributed import device_count as cuda_device_count  # noqa: E402,F401
 from .tensor import (  # noqa: F401
     Tensor,
@@ -43,6 +43,7 @@ from .tensor import (  # noqa: F401
     concat,
     executor_for,
     from_dlpack,
+    from_dlpack_capsule,
     full,
     matmul,
     ones,
@@ -65,9 +66,9 @@ float64 = _np.dtype(_np.float64)
 bfloat16 = "bfloat16"
 
 __all__ = [
-    "Executor", "Buffer", "Tensor", "Program", "asm", "ops", "backend", "Plan", "record",
+    "Executor", "Buffer", "Tensor", "Program", "asm", "ops", "backend", "Plan", "Recording", "record",
     "asarray", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "matmul", "where",
-    "cat", "concat", "from_dlpack", "executor_for", "distributed", "cuda_device_count",
+    "cat", "concat", "from_dlpack", "from_dlpack_capsule", "executor_for", "autograd", "nn", "distributed", "cuda_device_count",
     "is_cuda_available", "is_metal_available", "is_vulkan_available", "get_default_backend",
     "HologramError", "BackendUnavailableError", "ValidationError", "CompileError",
     "OutOfBoundsError", "OutOfMemoryError", "DeviceError",

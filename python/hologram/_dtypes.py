@@ -1,6 +1,11 @@
 """Dtype names shared by the SDK: NumPy dtypes, strings and torch dtypes map to one name."""
 
+from typing import Any, Optional
+
 import numpy as np
+
+#: What a ``dtype=`` argument takes: a NumPy dtype or scalar type, a torch dtype, a string.
+DTypeLike = Any
 
 #: Names the native layer understands, keyed by every spelling we accept.
 _ALIASES = {
@@ -31,7 +36,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     pass
 
 
-def native_name(dtype) -> str:
+def native_name(dtype: DTypeLike) -> str:
     """The native name (``f32``, ``bool``, ...) of a NumPy dtype, torch dtype or string."""
     if dtype is None:
         return "f32"
@@ -54,12 +59,12 @@ def native_name(dtype) -> str:
         raise ValidationError(f"unsupported dtype {dtype!r}") from None
 
 
-def numpy_dtype(name: str):
+def numpy_dtype(name: str) -> Optional[np.dtype]:
     """The NumPy dtype of a native name, or None (bf16 without ml_dtypes)."""
     return _NUMPY.get(name)
 
 
-def public_dtype(name: str):
+def public_dtype(name: str) -> "np.dtype | str":
     """What ``.dtype`` returns: a NumPy dtype, or the string ``'bfloat16'``."""
     d = _NUMPY.get(name)
     return d if d is not None else "bfloat16"

@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import contextlib
+from typing import Iterator, Sequence, Union
 
 from . import _native
 from .errors import BackendUnavailableError
@@ -33,7 +34,7 @@ def device_count() -> int:
     return _native.cuda_device_count()
 
 
-def _need_nccl():
+def _need_nccl() -> None:
     if not hasattr(_native, "Communicator"):
         raise BackendUnavailableError(
             "the nccl backend is not available: this build of Hologram has no CUDA support")
@@ -61,7 +62,7 @@ def unique_id() -> bytes:
 
 
 @contextlib.contextmanager
-def group():
+def group() -> Iterator[None]:
     """Groups the collectives issued inside (needed when one thread issues the calls of several
     ranks; also fuses small collectives)."""
     _need_nccl()
@@ -72,7 +73,7 @@ def group():
         _native.nccl_group_end()
 
 
-def _executor(device) -> Executor:
+def _executor(device: Union[str, Executor]) -> Executor:
     """An executor given as such, or the shared executor of a device name (``'cuda:1'``): the
     one ``hg.from_dlpack`` and ``device=`` arguments use, so their tensors can take part."""
     from .tensor import executor_for
@@ -89,12 +90,12 @@ class Communicator:
 
     __slots__ = ("_c",)
 
-    def __init__(self, executor, uid: bytes, rank: int, size: int):
+    def __init__(self, executor: Union[str, Executor], uid: bytes, rank: int, size: int) -> None:
         _need_nccl()
         self._c = _native.Communicator(_executor(executor)._e, bytes(uid), int(rank), int(size))
 
     @classmethod
-    def _wrap(cls, c) -> "Communicator":
+    def _wrap(cls, c: "_native.Communicator") -> "Communicator":
         obj = cls.__new__(cls)
         obj._c = c
         return obj
@@ -144,7 +145,7 @@ class Communicator:
         return repr(self._c)
 
 
-def init_all(devices=None) -> list:
+def init_all(devices: Sequence[Union[str, Executor]] | None = None) -> list[Communicator]:
     """One communicator per GPU (``devices``: executors or names such as ``'cuda:1'``; default
     every GPU of the host), all driven by this process. Issue their calls inside ``group()``."""
     _need_nccl()

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
+
 import numpy as np
 
 from . import _native
-from ._dtypes import native_name, numpy_dtype, public_dtype
+from ._dtypes import DTypeLike, native_name, numpy_dtype, public_dtype
 from .errors import ValidationError
+
+
+if TYPE_CHECKING:
+    from .program import Program
+    from .tensor import Tensor
 
 
 class Executor:
@@ -23,7 +30,7 @@ class Executor:
     [0.0, 1.0, 2.0, 3.0]
     """
 
-    def __init__(self, backend: str = "auto"):
+    def __init__(self, backend: "str | _native.Executor" = "auto") -> None:
         self._e = backend if isinstance(backend, _native.Executor) else _native.Executor(str(backend))
 
     @property
@@ -63,18 +70,32 @@ class Executor:
         """Waits for all submitted work."""
         self._e.synchronize()
 
+    def order_after_stream(self, stream: int) -> None:
+        """Makes the executor's later work wait for what is queued now on another CUDA stream
+        (``stream``: a ``cudaStream_t`` handle, as ``torch.cuda.current_stream().cuda_stream``),
+        without blocking the host (a no-op off CUDA). Call it before reading memory another library
+        writes."""
+        self._e.order_after_stream(int(stream))
+
+    def order_before_stream(self, stream: int) -> None:
+        """Makes another CUDA stream's later work wait for what the executor has queued now,
+        without blocking the host (a no-op off CUDA). Call it before handing results to another
+        library."""
+        self._e.order_before_stream(int(stream))
+
     def empty_cache(self) -> None:
         """Returns cached free memory to the device."""
         self._e.empty_cache()
 
-    def allocate(self, n: int, dtype=np.float32) -> "Buffer":
+    def allocate(self, n: int, dtype: DTypeLike = np.float32) -> "Buffer":
         """A buffer of ``n`` elements of ``dtype`` (zero-filled)."""
         if not isinstance(n, (int, np.integer)) or n < 0:
             raise ValidationError(f"allocate needs a non-negative element count, got {n!r}")
         name = native_name(dtype)
         return Buffer(self._e.full([int(n)], 0.0, name), self)
 
-    def run(self, program, grid, block=256, args=None, bounds_checks: bool = True) -> None:
+    def run(self, program: "str | Program", grid: Union[int, Sequence[int]], block: Union[int, Sequence[int]] = 256,
+            args: Mapping[str, Any] | None = None, bounds_checks: bool = True) -> None:
         """Runs an Atlas ISA program (:func:`hologram.asm`) with ``args`` mapping every
         parameter name to a Buffer/Tensor or a number.
 
@@ -86,13 +107,17 @@ class Executor:
 
         if isinstance(program, str):
             program = Program(program)
-        as_list = lambda v: [int(x) for x in (v if isinstance(v, (list, tuple)) else [v])]  # noqa: E731
+
+        def as_list(v: Union[int, Sequence[int]]) -> list[int]:
+            items: list[Any] = list(v) if isinstance(v, (list, tuple)) else [v]
+            return [int(x) for x in items]
+
         self._e.run(program._p, as_list(grid), as_list(block), dict(args or {}), bounds_checks)
 
     def __repr__(self) -> str:
         return repr(self._e)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Executor) and other._e.info() == self._e.info() and other.backend == self.backend
 
     __hash__ = object.__hash__
@@ -101,7 +126,7 @@ class Executor:
 class _HostView:
     """Keeps a tensor alive while NumPy views its host memory."""
 
-    def __init__(self, t, interface):
+    def __init__(self, t: _native.Tensor, interface: dict) -> None:
         self._t = t
         self.__array_interface__ = interface
 
@@ -109,7 +134,7 @@ class _HostView:
 class Buffer:
     """``n`` elements of one dtype on an executor's device (the seed API's buffer)."""
 
-    def __init__(self, t, executor: Executor):
+    def __init__(self, t: _native.Tensor, executor: Executor) -> None:
         self._t = t
         self.executor = executor
 
@@ -122,11 +147,11 @@ class Buffer:
         return self._t.numel
 
     @property
-    def dtype(self):
+    def dtype(self) -> "np.dtype | str":
         """The element type (a NumPy dtype, or ``'bfloat16'``)."""
         return public_dtype(self._t.dtype)
 
-    def from_numpy(self, array) -> None:
+    def from_numpy(self, array: Any) -> None:
         """Copies a NumPy array (same dtype, same number of elements) into the buffer in one
         direct copy. A dtype or size mismatch raises :class:`ValidationError` (no silent cast)."""
         a = np.asarray(array)
@@ -143,7 +168,7 @@ class Buffer:
         (the CPU backend), else a copy."""
         return _to_numpy(self._t)
 
-    def tensor(self):
+    def tensor(self) -> "Tensor":
         """A :class:`hologram.Tensor` view of the buffer (no copy)."""
         from .tensor import Tensor
 
@@ -153,7 +178,7 @@ class Buffer:
         return f"Buffer({self._t.numel}, dtype={self._t.dtype}, backend={self.executor.backend})"
 
 
-def _to_numpy(t) -> np.ndarray:
+def _to_numpy(t: _native.Tensor) -> np.ndarray:
     """A NumPy array of a native tensor: zero-copy on host memory, else a copy."""
     iface = t.host_array_interface()
     if iface is not None:

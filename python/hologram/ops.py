@@ -53,7 +53,7 @@ fill = _seed.fill
 
 
 class _Namespace:
-    def __init__(self, **kw):
+    def __init__(self, **kw: object) -> None:
         self.__dict__.update(kw)
 
 

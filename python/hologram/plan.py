@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from . import _native
-from .tensor import Tensor
+from .executor import Executor
+from .tensor import Tensor, _wrap
 
 
 class Plan:
@@ -37,6 +38,12 @@ class Plan:
         """Replays the plan; outputs whose ``alias[i]`` is true are views of the plan's own
         buffers (no copy), valid until the next replay, which is refused while one is held."""
         return [Tensor._wrap(t) for t in self._p.run([x._t for x in inputs], None if alias is None else list(alias))]
+
+    def try_run(self, inputs: Sequence[Tensor], alias: Sequence[bool] | None = None) -> list[Tensor] | None:
+        """:meth:`run` when :meth:`accepts` ``inputs`` and :meth:`outputs_free`, else ``None``:
+        the three in one native call (the per-call path of a cache of plans)."""
+        outs = self._p.try_run([x._t for x in inputs], None if alias is None else list(alias))
+        return None if outs is None else [_wrap(t) for t in outs]
 
     def accepts(self, inputs: Sequence[Tensor]) -> bool:
         """True when ``inputs`` can be replayed (shapes, dtypes, and in-place inputs)."""
@@ -66,6 +73,37 @@ class Plan:
         return repr(self._p)
 
 
+class Recording:
+    """A plan being recorded, for callers that drive the recording themselves (:func:`record`
+    is the usual way): compute with :meth:`inputs`, then :meth:`finish` with the results, or
+    :meth:`abort`. Every device op this thread queues on the executor until then becomes part
+    of the plan.
+
+    ``direct[i]`` true reads input ``i`` where it is (no copy into a plan buffer on replay):
+    every replay must then pass the same tensor (parameters, optimizer state); the recording
+    may write it in place (:meth:`Tensor.assign_all`)."""
+
+    __slots__ = ("_r",)
+
+    def __init__(self, executor: Executor, inputs: Sequence[Tensor], direct: Sequence[bool] | None = None):
+        self._r = _native.Recording(executor._e, [x._t for x in inputs], None if direct is None else list(direct))
+
+    def inputs(self) -> list[Tensor]:
+        """The tensors to compute with (the plan's input buffers, or the direct inputs)."""
+        return [_wrap(t) for t in self._r.inputs()]
+
+    def finish(self, outputs: Sequence[Tensor], alias: Sequence[bool] | None = None) -> tuple[Plan, list[Tensor]]:
+        """Ends the recording with ``outputs``; returns the plan and the results of the recording
+        run: copies, or views of the plan's buffers where ``alias[i]`` (valid until the next
+        replay, as in :meth:`Plan.run`)."""
+        native, first = self._r.finish([o._t for o in outputs], None if alias is None else list(alias))
+        return Plan(native), [_wrap(t) for t in first]
+
+    def abort(self) -> None:
+        """Stops recording without making a plan (after an error in the recorded function)."""
+        self._r.abort()
+
+
 def record(fn: Callable[..., Sequence[Tensor]], *inputs: Tensor) -> tuple[Plan, list[Tensor]]:
     """Records ``fn(*inputs)`` (which returns a sequence of tensors) as a :class:`Plan`; returns
     the plan and the results of the recording run. Everything the function computes must stay on
@@ -73,13 +111,14 @@ def record(fn: Callable[..., Sequence[Tensor]], *inputs: Tensor) -> tuple[Plan, 
     :class:`hologram.ValidationError`."""
     if not inputs:
         raise TypeError("record() needs at least one input tensor")
-    rec = _native.Recording(inputs[0]._t.executor, [x._t for x in inputs])
+    # The inputs' own executor (not the shared one of their device): the work it queues is what
+    # gets recorded.
+    rec = Recording(Executor(inputs[0]._t.executor), inputs)
     try:
-        outs = fn(*[Tensor._wrap(t) for t in rec.inputs()])
+        outs = fn(*rec.inputs())
         if isinstance(outs, Tensor):
             outs = [outs]
-        native, first = rec.finish([o._t for o in outs])
+        return rec.finish(outs)
     except BaseException:
         rec.abort()
         raise
-    return Plan(native), [Tensor._wrap(t) for t in first]

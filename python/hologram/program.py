@@ -22,7 +22,7 @@ class Program:
         return self._p.name
 
     @property
-    def params(self):
+    def params(self) -> list:
         """``[(name, 'buffer'|'scalar', dtype)]``."""
         return self._p.params
 

@@ -4,19 +4,27 @@ device placement and DLPack."""
 from __future__ import annotations
 
 import threading
+from typing import Any, Sequence, Union
 
 import numpy as np
 
 from . import _native
-from ._dtypes import native_name, public_dtype
+from ._dtypes import DTypeLike, native_name, public_dtype
 from .errors import ValidationError
 from .executor import Executor, _to_numpy
 
-_executors: dict = {}
+#: A device: ``None``/``'auto'``, a name (``'cpu'``, ``'cuda:1'``, ...) or an :class:`Executor`.
+Device = Union[str, Executor, None]
+#: The other operand of an element-wise op: a tensor or a number.
+Operand = Union["Tensor", float, int, bool]
+#: Reduction axes: all (``None``), one, or several.
+Axis = Union[int, Sequence[int], None]
+
+_executors: dict[str, Executor] = {}
 _lock = threading.Lock()
 
 
-def executor_for(device=None) -> Executor:
+def executor_for(device: Device = None) -> Executor:
     """The shared executor of a device (``None``/``'auto'``: the best available; ``'cpu'``,
     ``'cuda'``, ``'vulkan'``, ...; or an :class:`Executor`)."""
     if isinstance(device, Executor):
@@ -34,7 +42,7 @@ def executor_for(device=None) -> Executor:
         return ex
 
 
-def _as_tensor_like(x, like: "Tensor") -> "Tensor":
+def _as_tensor_like(x: Operand, like: Tensor) -> Tensor:
     """``x`` as a tensor on ``like``'s device (numbers become 0-d tensors of its dtype)."""
     if isinstance(x, Tensor):
         return x
@@ -52,14 +60,15 @@ class Tensor:
     """
 
     __slots__ = ("_t", "__weakref__")
+    _t: _native.Tensor
     __array_priority__ = 100
 
-    def __init__(self, data, dtype=None, device=None):
+    def __init__(self, data: Any, dtype: DTypeLike = None, device: Device = None) -> None:
         t = asarray(data, dtype=dtype, device=device)
         self._t = t._t
 
     @classmethod
-    def _wrap(cls, t) -> "Tensor":
+    def _wrap(cls, t: _native.Tensor) -> Tensor:
         obj = cls.__new__(cls)
         obj._t = t
         return obj
@@ -70,7 +79,7 @@ class Tensor:
         return tuple(self._t.shape)
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype | str:
         """A NumPy dtype (or ``'bfloat16'``)."""
         return public_dtype(self._t.dtype)
 
@@ -103,36 +112,38 @@ class Tensor:
         """A NumPy array: zero-copy on host memory, else a copy."""
         return _to_numpy(self._t)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         a = self.numpy()
         return a.astype(dtype) if dtype is not None else a
 
-    def tolist(self):
+    def tolist(self) -> Any:
+        """The contents as (nested) Python lists of numbers."""
         return self.numpy().tolist()
 
-    def item(self):
+    def item(self) -> bool | int | float:
         """The one element as a Python bool, int or float (by dtype)."""
         return self._t.value()
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self._t.item())
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self._t.item())
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         if self.size != 1:
             raise ValueError("the truth value of a tensor with more than one element is ambiguous")
         return bool(self._t.item())
 
-    def to(self, device) -> "Tensor":
+    def to(self, device: Device) -> Tensor:
         """A copy on another device (itself if already there)."""
         ex = executor_for(device)
         if ex.device == self._t.executor.device:
             return self
         return Tensor._wrap(self._t.to_executor(ex._e))
 
-    def astype(self, dtype) -> "Tensor":
+    def astype(self, dtype: DTypeLike) -> Tensor:
+        """A copy converted to ``dtype``."""
         return Tensor._wrap(self._t.cast(native_name(dtype)))
 
     def realize(self) -> "Tensor":
@@ -141,10 +152,10 @@ class Tensor:
         r._t = self._t.realize()
         return r
 
-    def __dlpack__(self, stream=None, **kwargs):
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         return self._t.__dlpack__(stream)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         return self._t.__dlpack_device__()
 
     def __repr__(self) -> str:
@@ -155,120 +166,121 @@ class Tensor:
     # Each operator is one native call plus its wrapper object, made inline (a call to _wrap
     # would be another Python frame on the hottest path). The native side takes the other
     # operand as it comes (a Tensor, a number) and raises TypeError for anything else.
-    def _bin(self, name, other, reverse=False):
+    def _bin(self, name: str, other: Operand, reverse: bool = False) -> Tensor:
         return _wrap(self._t.binary(name, other, reverse))
 
-    def __add__(self, o):
+    def __add__(self, o: Operand) -> Tensor:
         r = _new_object(Tensor)
         r._t = self._t.binary("add", o)
         return r
 
-    def __radd__(self, o):
+    def __radd__(self, o: Operand) -> Tensor:
         r = _new_object(Tensor)
         r._t = self._t.binary("add", o, True)
         return r
 
-    def __sub__(self, o):
+    def __sub__(self, o: Operand) -> Tensor:
         r = _new_object(Tensor)
         r._t = self._t.binary("sub", o)
         return r
 
-    def __rsub__(self, o):
+    def __rsub__(self, o: Operand) -> Tensor:
         r = _new_object(Tensor)
         r._t = self._t.binary("sub", o, True)
         return r
 
-    def __mul__(self, o):
+    def __mul__(self, o: Operand) -> Tensor:
         r = _new_object(Tensor)
         r._t = self._t.binary("mul", o)
         return r
 
-    def __rmul__(self, o):
+    def __rmul__(self, o: Operand) -> Tensor:
         r = _new_object(Tensor)
         r._t = self._t.binary("mul", o, True)
         return r
 
-    def __mod__(self, o): return _wrap(self._t.binary("rem", o))
-    def __pow__(self, o): return self._as_float()._bin("pow", o)
-    def __rpow__(self, o): return self._as_float()._bin("pow", o, True)
-    def __and__(self, o): return _wrap(self._t.binary("and", o))
-    def __or__(self, o): return _wrap(self._t.binary("or", o))
-    def __xor__(self, o): return _wrap(self._t.binary("xor", o))
+    def __mod__(self, o: Operand) -> Tensor: return _wrap(self._t.binary("rem", o))
+    def __pow__(self, o: Operand) -> Tensor: return self._as_float()._bin("pow", o)
+    def __rpow__(self, o: Operand) -> Tensor: return self._as_float()._bin("pow", o, True)
+    def __and__(self, o: Operand) -> Tensor: return _wrap(self._t.binary("and", o))
+    def __or__(self, o: Operand) -> Tensor: return _wrap(self._t.binary("or", o))
+    def __xor__(self, o: Operand) -> Tensor: return _wrap(self._t.binary("xor", o))
 
     def _as_float(self) -> "Tensor":
         return self if self._t.dtype.startswith(("f", "b")) and self._t.dtype != "bool" else self.astype("float32")
 
-    def __truediv__(self, o):
+    def __truediv__(self, o: Operand) -> Tensor:
         """True division (integers divide as float32, like NumPy's ``/`` gives floats)."""
         return self._as_float()._bin("div", o)
 
-    def __rtruediv__(self, o):
+    def __rtruediv__(self, o: Operand) -> Tensor:
         return self._as_float()._bin("div", o, True)
 
-    def __floordiv__(self, o):
+    def __floordiv__(self, o: Operand) -> Tensor:
         if self._t.dtype.startswith(("f", "b")) and self._t.dtype != "bool":
             return (self / o).floor()
         return self._bin("div", o)
 
-    def __neg__(self): return _wrap(self._t.unary("neg"))
-    def __abs__(self): return _wrap(self._t.unary("abs"))
-    def __invert__(self): return _wrap(self._t.unary("logical_not"))
-    def __pos__(self): return self
+    def __neg__(self) -> Tensor: return _wrap(self._t.unary("neg"))
+    def __abs__(self) -> Tensor: return _wrap(self._t.unary("abs"))
+    def __invert__(self) -> Tensor: return _wrap(self._t.unary("logical_not"))
+    def __pos__(self) -> Tensor: return self
 
-    def __matmul__(self, o): return matmul(self, o)
-    def __rmatmul__(self, o): return matmul(asarray(o, device=self.executor), self)
+    def __matmul__(self, o: Operand) -> Tensor: return matmul(self, o)
+    def __rmatmul__(self, o: Operand) -> Tensor: return matmul(asarray(o, device=self.executor), self)
 
-    def __eq__(self, o): return _wrap(self._t.compare("eq", o))
-    def __ne__(self, o): return _wrap(self._t.compare("ne", o))
-    def __lt__(self, o): return _wrap(self._t.compare("lt", o))
-    def __le__(self, o): return _wrap(self._t.compare("le", o))
-    def __gt__(self, o): return _wrap(self._t.compare("gt", o))
-    def __ge__(self, o): return _wrap(self._t.compare("ge", o))
+    def __eq__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("eq", o))  # type: ignore[override]
+    def __ne__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("ne", o))  # type: ignore[override]
+    def __lt__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("lt", o))
+    def __le__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("le", o))
+    def __gt__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("gt", o))
+    def __ge__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("ge", o))
 
     __hash__ = object.__hash__
 
-    def _un(self, name):
+    def _un(self, name: str) -> Tensor:
         return _wrap(self._t.unary(name))
 
-    def abs(self): return self._un("abs")
-    def sqrt(self): return self._un("sqrt")
-    def rsqrt(self): return self._un("rsqrt")
-    def exp(self): return self._un("exp")
-    def log(self): return self._un("log")
-    def sin(self): return self._un("sin")
-    def cos(self): return self._un("cos")
-    def tan(self): return self._un("tan")
-    def tanh(self): return self._un("tanh")
-    def sigmoid(self): return self._un("sigmoid")
-    def relu(self): return self._un("relu")
-    def gelu(self): return self._un("gelu")
-    def silu(self): return self._un("silu")
-    def erf(self): return self._un("erf")
-    def floor(self): return self._un("floor")
-    def ceil(self): return self._un("ceil")
-    def round(self): return self._un("round")
-    def trunc(self): return self._un("trunc")
-    def square(self): return self._un("square")
-    def reciprocal(self): return self._un("reciprocal")
+    def abs(self) -> Tensor: return self._un("abs")
+    def sqrt(self) -> Tensor: return self._un("sqrt")
+    def rsqrt(self) -> Tensor: return self._un("rsqrt")
+    def exp(self) -> Tensor: return self._un("exp")
+    def log(self) -> Tensor: return self._un("log")
+    def sin(self) -> Tensor: return self._un("sin")
+    def cos(self) -> Tensor: return self._un("cos")
+    def tan(self) -> Tensor: return self._un("tan")
+    def tanh(self) -> Tensor: return self._un("tanh")
+    def sigmoid(self) -> Tensor: return self._un("sigmoid")
+    def relu(self) -> Tensor: return self._un("relu")
+    def gelu(self) -> Tensor: return self._un("gelu")
+    def silu(self) -> Tensor: return self._un("silu")
+    def erf(self) -> Tensor: return self._un("erf")
+    def floor(self) -> Tensor: return self._un("floor")
+    def ceil(self) -> Tensor: return self._un("ceil")
+    def round(self) -> Tensor: return self._un("round")
+    def trunc(self) -> Tensor: return self._un("trunc")
+    def square(self) -> Tensor: return self._un("square")
+    def reciprocal(self) -> Tensor: return self._un("reciprocal")
 
-    def clip(self, min=None, max=None):
+    def clip(self, min: float | None = None, max: float | None = None) -> Tensor:
+        """Each element limited to ``[min, max]`` (either bound may be left out)."""
         return Tensor._wrap(self._t.clip(None if min is None else float(min), None if max is None else float(max)))
 
     clamp = clip
 
     # ----- reductions -----
     # `axis`: None, an int or a sequence of ints, handed to the native side as it is.
-    def sum(self, axis=None, keepdims=False):
+    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
         r = _new_object(Tensor)
         r._t = self._t.reduce("sum", axis, keepdims)
         return r
 
-    def mean(self, axis=None, keepdims=False): return _wrap(self._t.reduce("mean", axis, keepdims))
-    def prod(self, axis=None, keepdims=False): return _wrap(self._t.reduce("prod", axis, keepdims))
-    def max(self, axis=None, keepdims=False): return _wrap(self._t.reduce("max", axis, keepdims))
-    def min(self, axis=None, keepdims=False): return _wrap(self._t.reduce("min", axis, keepdims))
-    def argmax(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, False))
-    def argmin(self, axis=None, keepdims=False): return Tensor._wrap(self._t.argmax(axis, keepdims, True))
+    def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor: return _wrap(self._t.reduce("mean", axis, keepdims))
+    def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor: return _wrap(self._t.reduce("prod", axis, keepdims))
+    def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor: return _wrap(self._t.reduce("max", axis, keepdims))
+    def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor: return _wrap(self._t.reduce("min", axis, keepdims))
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor: return Tensor._wrap(self._t.argmax(axis, keepdims, False))
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor: return Tensor._wrap(self._t.argmax(axis, keepdims, True))
 
     # ----- indexing by tensors -----
     def gather(self, axis: int, index: "Tensor") -> "Tensor":
@@ -279,55 +291,87 @@ class Tensor:
         """Slices along ``axis`` picked by a 1-D integer index (an embedding lookup)."""
         return Tensor._wrap(self._t.index_select(int(axis), index._t))
 
-    def scatter(self, axis: int, index: "Tensor", src) -> "Tensor":
+    def scatter(self, axis: int, index: Tensor, src: Operand) -> Tensor:
         """A copy with ``src`` stored where ``index`` points along ``axis``."""
         return Tensor._wrap(self._t.scatter(int(axis), index._t, _as_tensor_like(src, self)._t, False))
 
-    def scatter_add(self, axis: int, index: "Tensor", src) -> "Tensor":
+    def scatter_add(self, axis: int, index: Tensor, src: Operand) -> Tensor:
         """A copy with ``src`` added where ``index`` points along ``axis``."""
         return Tensor._wrap(self._t.scatter(int(axis), index._t, _as_tensor_like(src, self)._t, True))
 
-    def softmax(self, axis=-1): return Tensor._wrap(self._t.softmax(int(axis)))
-    def log_softmax(self, axis=-1): return Tensor._wrap(self._t.log_softmax(int(axis)))
+    def softmax(self, axis: int = -1) -> Tensor: return Tensor._wrap(self._t.softmax(int(axis)))
+    def log_softmax(self, axis: int = -1) -> Tensor: return Tensor._wrap(self._t.log_softmax(int(axis)))
 
     # ----- shape -----
-    def reshape(self, *shape):
-        if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
-            shape = shape[0]
-        return Tensor._wrap(self._t.reshape([int(s) for s in shape]))
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in ``shape`` (one dimension may be ``-1``); a view when possible."""
+        return Tensor._wrap(self._t.reshape(_ints(shape)))
 
     view = reshape
 
-    def flatten(self):
+    def flatten(self) -> Tensor:
+        """A 1-D tensor of the elements."""
         return self.reshape(-1)
 
-    def permute(self, *dims):
-        if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
-            dims = dims[0]
-        return Tensor._wrap(self._t.permute([int(d) % max(self.ndim, 1) for d in dims]))
+    def permute(self, *dims: int | Sequence[int]) -> Tensor:
+        """A view with the axes in the order ``dims``."""
+        return Tensor._wrap(self._t.permute([d % max(self.ndim, 1) for d in _ints(dims)]))
 
-    def transpose(self, a=-2, b=-1):
+    def transpose(self, a: int = -2, b: int = -1) -> Tensor:
+        """A view with axes ``a`` and ``b`` swapped."""
         return Tensor._wrap(self._t.transpose(int(a), int(b)))
 
     @property
-    def T(self):
+    def T(self) -> Tensor:
         """All dimensions reversed (the transpose of a matrix)."""
         return self.permute(list(range(self.ndim))[::-1]) if self.ndim > 1 else self
 
     @property
-    def mT(self):
+    def mT(self) -> Tensor:
+        """The last two axes swapped (a batch of matrices transposed)."""
         return self.transpose(-2, -1)
 
-    def unsqueeze(self, dim): return Tensor._wrap(self._t.unsqueeze(int(dim)))
-    def squeeze(self, dim): return Tensor._wrap(self._t.squeeze(int(dim)))
-    def expand(self, *shape):
-        if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
-            shape = shape[0]
-        return Tensor._wrap(self._t.expand([int(s) for s in shape]))
+    def unsqueeze(self, dim: int) -> Tensor: return Tensor._wrap(self._t.unsqueeze(int(dim)))
+    def squeeze(self, dim: int) -> Tensor: return Tensor._wrap(self._t.squeeze(int(dim)))
+    def expand(self, *shape: int | Sequence[int]) -> Tensor:
+        """A view broadcast to ``shape`` (size-1 axes repeated without copying)."""
+        return Tensor._wrap(self._t.expand(_ints(shape)))
 
-    def contiguous(self): return Tensor._wrap(self._t.contiguous())
+    def contiguous(self) -> Tensor: return Tensor._wrap(self._t.contiguous())
 
-    def __getitem__(self, key):
+    def slice(self, axis: int, start: int, stop: int, step: int = 1) -> "Tensor":
+        """A view of ``start:stop:step`` along ``axis`` (no copy; ``step`` positive)."""
+        return _wrap(self._t.slice(int(axis), int(start), int(stop), int(step)))
+
+    def maximum(self, other: "Tensor | float") -> "Tensor":
+        """The element-wise maximum with a tensor or a number (broadcast)."""
+        return _wrap(self._t.binary("maximum", other))
+
+    def minimum(self, other: "Tensor | float") -> "Tensor":
+        """The element-wise minimum with a tensor or a number (broadcast)."""
+        return _wrap(self._t.binary("minimum", other))
+
+    def copy_into(self, out: "Tensor") -> None:
+        """Writes this tensor (broadcast and converted to ``out``'s dtype) into ``out``, which
+        may be any view (a slice of a larger tensor, a plan's input): ``out[...] = self``."""
+        self._t.copy_into(out._t)
+
+    @staticmethod
+    def assign_all(values: "Sequence[Tensor]", destinations: "Sequence[Tensor]") -> None:
+        """Overwrites each of ``destinations`` with the matching one of ``values``, every value
+        computed from the old contents of all destinations (a parallel assignment, as
+        ``a, b = f(a, b), g(a, b)``): an optimizer's update of parameters and state. Values
+        that read their destination only at the element they write run straight into it."""
+        _native.Tensor.assign_all([v._t for v in values], [d._t for d in destinations])
+
+    def rand_seeded(self, shape: "Sequence[int]", normal: bool = False, dtype: object = "float32") -> "Tensor":
+        """Random numbers of ``shape`` (uniform in [0, 1), or standard normal with ``normal``)
+        seeded by the value of this one-element integer tensor: unlike :func:`rand`, the seed
+        is device data, so a recorded :class:`hologram.Plan` draws new numbers when it is
+        replayed with a new seed."""
+        return _wrap(self._t.rand_seeded([int(s) for s in shape], bool(normal), native_name(dtype)))
+
+    def __getitem__(self, key: Any) -> Tensor:
         if not isinstance(key, tuple):
             key = (key,)
         if any(k is Ellipsis for k in key):
@@ -356,7 +400,7 @@ class Tensor:
                 raise TypeError(f"unsupported index {k!r}")
         return Tensor._wrap(t)
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: Any, value: Any) -> None:
         target = self[key]
         src = value if isinstance(value, Tensor) else asarray(value, dtype=self.dtype, device=self.executor)
         src._t.copy_into(target._t)
@@ -365,14 +409,20 @@ class Tensor:
 _new_object = object.__new__
 
 
-def _wrap(t) -> Tensor:
+def _ints(args: tuple[Any, ...]) -> list[int]:
+    """The integers of ``f(2, 3)`` and of ``f([2, 3])`` alike."""
+    items = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
+    return [int(s) for s in items]
+
+
+def _wrap(t: _native.Tensor) -> Tensor:
     """A Tensor around a native tensor (what ``Tensor._wrap`` does, without the method lookup)."""
     obj = _new_object(Tensor)
     obj._t = t
     return obj
 
 
-def asarray(obj, dtype=None, device=None, copy=None) -> Tensor:
+def asarray(obj: Any, dtype: DTypeLike = None, device: Device = None, copy: bool | None = None) -> Tensor:
     """A tensor from a Tensor, a NumPy array, a (nested) list or a scalar. Arrays are copied to
     the device in one transfer; use :func:`from_dlpack` for zero-copy import."""
     if isinstance(obj, Tensor):
@@ -392,29 +442,35 @@ def asarray(obj, dtype=None, device=None, copy=None) -> Tensor:
             a = a.astype(numpy_dtype(name), copy=False)
     a = np.ascontiguousarray(a)
     name = native_name(a.dtype)
-    t = ex._e.tensor_from_address(a.ctypes.data, a.nbytes, list(a.shape), name, a)
+    native = ex._e.tensor_from_address(a.ctypes.data, a.nbytes, list(a.shape), name, a)
     if dtype is not None and native_name(dtype) != name:
-        t = t.cast(native_name(dtype))
-    return Tensor._wrap(t)
+        native = native.cast(native_name(dtype))
+    return Tensor._wrap(native)
 
 
 tensor = asarray
 
 
-def zeros(shape, dtype="float32", device=None) -> Tensor:
+def zeros(shape: int | Sequence[int], dtype: DTypeLike = "float32", device: Device = None) -> Tensor:
+    """A tensor of zeros."""
     return full(shape, 0, dtype, device)
 
 
-def ones(shape, dtype="float32", device=None) -> Tensor:
+def ones(shape: int | Sequence[int], dtype: DTypeLike = "float32", device: Device = None) -> Tensor:
+    """A tensor of ones."""
     return full(shape, 1, dtype, device)
 
 
-def full(shape, value, dtype="float32", device=None) -> Tensor:
-    shape = [int(shape)] if isinstance(shape, (int, np.integer)) else [int(s) for s in shape]
-    return Tensor._wrap(executor_for(device)._e.full(shape, float(value), native_name(dtype)))
+def full(shape: int | Sequence[int], value: float, dtype: DTypeLike = "float32", device: Device = None) -> Tensor:
+    """A tensor of ``shape`` with every element ``value``."""
+    dims = [int(shape)] if isinstance(shape, (int, np.integer)) else [int(s) for s in shape]
+    return Tensor._wrap(executor_for(device)._e.full(dims, float(value), native_name(dtype)))
 
 
-def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
+def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTypeLike = None,
+           device: Device = None) -> Tensor:
+    """``start, start + step, ...`` below ``stop`` (``arange(n)``: ``0 .. n-1``); int64 when
+    every argument is a whole number, else float32, unless ``dtype`` says."""
     if stop is None:
         start, stop = 0, start
     if dtype is None:
@@ -422,39 +478,42 @@ def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
     return Tensor._wrap(executor_for(device)._e.arange(float(start), float(stop), float(step), native_name(dtype)))
 
 
-def rand(*shape, seed=0, dtype="float32", device=None) -> Tensor:
+def rand(*shape: int | Sequence[int], seed: int = 0, dtype: DTypeLike = "float32", device: Device = None) -> Tensor:
     """Uniform [0, 1) numbers, identical for a seed on every backend."""
-    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
-    return Tensor._wrap(executor_for(device)._e.random([int(s) for s in shape], int(seed), native_name(dtype), False))
+    return Tensor._wrap(executor_for(device)._e.random(_ints(shape), int(seed), native_name(dtype), False))
 
 
-def randn(*shape, seed=0, dtype="float32", device=None) -> Tensor:
+def randn(*shape: int | Sequence[int], seed: int = 0, dtype: DTypeLike = "float32", device: Device = None) -> Tensor:
     """Standard normal numbers, identical for a seed on every backend."""
-    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
-    return Tensor._wrap(executor_for(device)._e.random([int(s) for s in shape], int(seed), native_name(dtype), True))
+    return Tensor._wrap(executor_for(device)._e.random(_ints(shape), int(seed), native_name(dtype), True))
 
 
-def matmul(a, b, tf32: bool = False) -> Tensor:
-    a, b = asarray(a), asarray(b, device=asarray(a).executor)
-    return Tensor._wrap(a._t.matmul(b._t, tf32))
+def matmul(a: Any, b: Any, tf32: bool = False) -> Tensor:
+    """The matrix product (batched over leading axes, as NumPy's ``matmul``); ``tf32`` lets
+    CUDA multiply float32 in TF32."""
+    ta = asarray(a)
+    tb = asarray(b, device=ta.executor)
+    return Tensor._wrap(ta._t.matmul(tb._t, tf32))
 
 
-def where(cond, a, b) -> Tensor:
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """``a`` where ``cond`` is true, else ``b`` (broadcast; numbers take the other's dtype)."""
     c = asarray(cond)
     ex = c.executor
-    a = a if isinstance(a, Tensor) else asarray(a, device=ex)
-    b = b if isinstance(b, Tensor) else asarray(b, dtype=a.dtype if isinstance(a, Tensor) else None, device=ex)
-    return Tensor._wrap(_native.Tensor.where_(c._t, a._t, b._t))
+    ta = a if isinstance(a, Tensor) else asarray(a, device=ex)
+    tb = b if isinstance(b, Tensor) else asarray(b, dtype=ta.dtype, device=ex)
+    return Tensor._wrap(_native.Tensor.where_(c._t, ta._t, tb._t))
 
 
-def concat(tensors, axis=0) -> Tensor:
+def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    """The tensors joined along ``axis``."""
     return Tensor._wrap(_native.Tensor.cat([asarray(t)._t for t in tensors], int(axis)))
 
 
 cat = concat
 
 
-def from_dlpack(x, device=None) -> Tensor:
+def from_dlpack(x: Any, device: Device = None) -> Tensor:
     """Imports a tensor from NumPy, PyTorch or CuPy through DLPack, without copying: host
     memory onto the CPU executor, CUDA memory onto the CUDA executor."""
     cpu = executor_for("cpu")
@@ -464,3 +523,18 @@ def from_dlpack(x, device=None) -> Tensor:
         index = x.__dlpack_device__()[1]
         cuda = executor_for("cuda" if index == 0 else f"cuda:{index}")._e
     return Tensor._wrap(_native.from_dlpack(x, cpu._e, cuda))
+
+
+_cpu_native: list[_native.Executor] = []  # the CPU executor's native handle, looked up once
+
+
+def from_dlpack_capsule(capsule: Any, executor: Executor) -> Tensor:
+    """Imports a DLPack capsule (what ``torch.utils.dlpack.to_dlpack`` returns; it is consumed)
+    without copying: CUDA memory onto a CUDA ``executor``, host memory onto any other. Cheaper
+    than :func:`from_dlpack` (no ``__dlpack__`` protocol calls); the caller orders the
+    producer's stream (see :meth:`Executor.order_after_stream`)."""
+    if not _cpu_native:
+        _cpu_native.append(executor_for("cpu")._e)
+    if executor.backend == "cuda":
+        return _wrap(_native.from_dlpack(capsule, _cpu_native[0], executor._e))
+    return _wrap(_native.from_dlpack(capsule, executor._e, None))

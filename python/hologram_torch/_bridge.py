@@ -8,11 +8,10 @@ import torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
 from torch.utils.dlpack import to_dlpack as _to_dlpack
 
+import hologram as hg
+
 # A capsule straight to torch (torch.utils.dlpack.from_dlpack first probes for __dlpack__).
 _capsule_to_torch = getattr(torch._C, "_from_dlpack", _from_dlpack)
-
-import hologram as hg
-from hologram import _native
 
 _default = threading.local()
 
@@ -46,7 +45,7 @@ def to_hg(x: torch.Tensor, executor: hg.Executor) -> hg.Tensor:
         # Host memory needs no stream handshake: hand torch's capsule over directly, which skips
         # the Python-level __dlpack__/__dlpack_device__ protocol (about 12 µs of each op).
         try:
-            return hg.Tensor._wrap(_native.from_dlpack(_to_dlpack(x), executor._e, None))
+            return hg.from_dlpack_capsule(_to_dlpack(x), executor)
         except (RuntimeError, hg.HologramError):
             pass  # e.g. a conjugated view or a dtype DLPack lacks: the protocol path says why
     if x.device.type == "cuda" and executor.backend != "cuda":
@@ -61,7 +60,7 @@ def to_torch(t: hg.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A torch tensor of a Hologram result, on ``like``'s device (zero-copy when possible)."""
     t = t.realize()
     if like.device.type == "cpu" and t.device == "cpu":
-        return _from_dlpack(t._t.__dlpack__(None))
+        return _from_dlpack(t.__dlpack__(None))
     if like.device.type == "cuda" and t.device != "cuda":
         return torch.from_dlpack(t.to("cpu")).to(like.device)
     if like.device.type == "cpu" and t.device not in ("cpu",):
@@ -77,15 +76,13 @@ def _current_stream(device: torch.device) -> int:
     return raw(index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
-def _import_native(x: torch.Tensor, executor: hg.Executor, cuda: bool, cpu_e):
-    """A native Hologram view of one torch tensor (no stream handshake: the caller's)."""
+def _import_one(x: torch.Tensor, executor: hg.Executor, cuda: bool) -> hg.Tensor:
+    """A Hologram view of one torch tensor (no stream handshake: the caller's)."""
     if x.requires_grad:  # DLPack exports no tensor that requires grad (detaching costs ~0.3 µs)
         x = x.detach()
-    if cuda and x.device.type == "cuda":
-        return _native.from_dlpack(_to_dlpack(x), cpu_e, executor._e)
-    if not cuda and x.device.type == "cpu":
-        return _native.from_dlpack(_to_dlpack(x), executor._e, None)
-    return to_hg(x, executor)._t
+    if (x.device.type == "cuda") if cuda else (x.device.type == "cpu"):
+        return hg.from_dlpack_capsule(_to_dlpack(x), executor)
+    return to_hg(x, executor)
 
 
 def _order_after_torch(xs, executor: hg.Executor) -> None:
@@ -93,7 +90,7 @@ def _order_after_torch(xs, executor: hg.Executor) -> None:
     if executor.backend == "cuda":
         dev = next((x.device for x in xs if x.device.type == "cuda"), None)
         if dev is not None:
-            executor._e.order_after_stream(_current_stream(dev))
+            executor.order_after_stream(_current_stream(dev))
 
 
 def import_batch(xs, executor: hg.Executor) -> list:
@@ -101,8 +98,7 @@ def import_batch(xs, executor: hg.Executor) -> list:
     executor's later work waits for torch's current stream once), not one per tensor."""
     _order_after_torch(xs, executor)
     cuda = executor.backend == "cuda"
-    cpu_e = hg.executor_for("cpu")._e
-    return [hg.Tensor._wrap(_import_native(x, executor, cuda, cpu_e)) for x in xs]
+    return [_import_one(x, executor, cuda) for x in xs]
 
 
 def parameter_memory(x) -> bool:
@@ -112,7 +108,7 @@ def parameter_memory(x) -> bool:
 
 
 class ParameterViews:
-    """Native Hologram views of a call's inputs, one stream handshake for all of them, where
+    """Hologram views of a call's inputs, one stream handshake for all of them, where
     the views of parameters are kept from call to call: a parameter whose memory, shape,
     strides and dtype are unchanged is the same view (importing it again through DLPack costs
     a few µs per tensor and call); views of parameters likewise. The kept view holds the
@@ -120,26 +116,25 @@ class ParameterViews:
     kept; a parameter given new memory (``p.data = ...``) is imported again. Which positions hold parameters is read on the first
     call (a compiled graph's inputs keep their roles)."""
 
-    __slots__ = ("executor", "cuda", "cpu_e", "kept", "params", "device")
+    __slots__ = ("executor", "cuda", "kept", "params", "device")
 
     def __init__(self, executor: hg.Executor, device: torch.device | None = None):
         self.executor = executor
         self.cuda = executor.backend == "cuda"
         # The CUDA device whose current stream the views wait for (else found from the inputs).
         self.device = device if device is not None and device.type == "cuda" else None
-        self.cpu_e = hg.executor_for("cpu")._e
         self.kept: list = []
-        self.params = None
+        self.params: list[bool] | None = None
 
     def __call__(self, xs) -> list:
-        """Native views of ``xs`` (torch tensors, as many at every call)."""
+        """Hologram views of ``xs`` (torch tensors, as many at every call)."""
         if self.cuda:
             # Parameters too: the optimizer step that changed them was queued on torch's stream.
             if self.device is not None:
-                self.executor._e.order_after_stream(_current_stream(self.device))
+                self.executor.order_after_stream(_current_stream(self.device))
             else:
                 _order_after_torch(xs, self.executor)
-        ex, cuda, cpu_e = self.executor, self.cuda, self.cpu_e
+        ex, cuda = self.executor, self.cuda
         if self.params is None:
             self.params = [parameter_memory(x) for x in xs]
             self.kept = [None] * len(xs)
@@ -147,14 +142,14 @@ class ParameterViews:
         kept = self.kept
         for k, (x, param) in enumerate(zip(xs, self.params)):
             if not param:
-                out.append(_import_native(x, ex, cuda, cpu_e))
+                out.append(_import_one(x, ex, cuda))
                 continue
             c = kept[k]
             if c is not None and x.data_ptr() == c[0] and x.shape == c[1] and x.stride() == c[2] \
                     and x.dtype == c[3]:
                 out.append(c[4])
                 continue
-            t = _import_native(x, ex, cuda, cpu_e)
+            t = _import_one(x, ex, cuda)
             kept[k] = (x.data_ptr(), x.shape, x.stride(), x.dtype, t)
             out.append(t)
         return out
@@ -163,14 +158,9 @@ class ParameterViews:
 def export_batch(ts, device: torch.device, executor: hg.Executor) -> list:
     """Torch tensors of several Hologram results with one stream handshake (torch's current
     stream waits for the executor's work once)."""
-    return export_native([t._t for t in ts], device, executor)
-
-
-def export_native(ts, device: torch.device, executor: hg.Executor) -> list:
-    """:func:`export_batch` of native tensors."""
     if device.type == "cuda" and executor.backend == "cuda":
-        executor._e.order_before_stream(_current_stream(device))
+        executor.order_before_stream(_current_stream(device))
         return [_capsule_to_torch(t.__dlpack__(None)) for t in ts]
     if device.type == "cpu" and executor.backend == "cpu":
         return [_capsule_to_torch(t.__dlpack__(None)) for t in ts]
-    return [to_torch(hg.Tensor._wrap(t), torch.empty(0, device=device)) for t in ts]
+    return [to_torch(t, torch.empty(0, device=device)) for t in ts]

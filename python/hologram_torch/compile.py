@@ -28,9 +28,8 @@ import torch
 import hologram as hg
 
 from . import attention, direct, lowering
-from hologram import _native
 
-from ._bridge import ParameterViews, default_executor, export_native, parameter_memory
+from ._bridge import ParameterViews, default_executor, export_batch, parameter_memory
 
 log = logging.getLogger("hologram_torch.compile")
 aten = torch.ops.aten
@@ -39,7 +38,7 @@ aten = torch.ops.aten
 _STATS: Counter = Counter()
 _FALLBACK_OPS: Counter = Counter()
 _warned: set = set()
-_GRAPHS = weakref.WeakSet()
+_GRAPHS: weakref.WeakSet = weakref.WeakSet()
 # False: every graph keeps AOTAutograd's runtime wrappers (for comparisons; see .direct).
 DIRECT = True
 
@@ -313,7 +312,7 @@ class _Signature:
         self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
         self.views = ParameterViews(self.executor, self.device)
         # A graph without tensor inputs still gives its plan one (a plan has at least one).
-        self.placeholder_input = None if self.inputs else [hg.zeros((1,), device=self.executor)._t]
+        self.placeholder_input = None if self.inputs else [hg.zeros((1,), device=self.executor)]
         # id(instance) -> the addresses of its aliased output buffers, in _PLAN_BUFFERS (they do
         # not change from replay to replay).
         self.registered: dict = {}
@@ -325,9 +324,9 @@ class _Signature:
         ex = self.executor
         xs = self.placeholder_input or self.views([args[i] for i in self.inputs])
         if self.random:
-            xs = xs + [random_seed(ex)._t]
+            xs = xs + [random_seed(ex)]
         for k, plan in enumerate(self.instances):
-            outs = plan._p.try_run(xs, self.alias)
+            outs = plan.try_run(xs, self.alias)
             if outs is not None:
                 _STATS["replays"] += 1
                 if k:  # most recently used first: the next call tries it first
@@ -380,23 +379,23 @@ class _Signature:
                 out[i] = v
             return out
 
-        rec = _native.Recording(self.executor._e, xs, direct)
+        rec = hg.Recording(self.executor, xs, direct)
         try:
-            outs = run(*[hg.Tensor._wrap(t) for t in rec.inputs()])
-            native, first = rec.finish([o._t for o in outs], self.alias if alias else None)
+            outs = run(*rec.inputs())
+            plan, first = rec.finish(outs, self.alias if alias else None)
         except hg.HologramError as e:
             rec.abort()
             raise lowering.NoLowering(f"{type(e).__name__}: {e}") from None
         except BaseException:
             rec.abort()
             raise
-        return hg.Plan(native), first
+        return plan, first
 
     def _results(self, args, outs, plan):
-        """The graph's outputs: plan results (native tensors) as torch tensors, inputs and views
+        """The graph's outputs: plan results (Hologram tensors) as torch tensors, inputs and views
         of them from torch. ``plan``: the instance whose buffers aliased results are (None when
         every result is a copy)."""
-        torch_outs = export_native(outs, self.device, self.executor)
+        torch_outs = export_batch(outs, self.device, self.executor)
         if plan is not None and id(plan) not in self.registered:
             addresses = [t.data_ptr() for t, aliased in zip(torch_outs, self.alias) if aliased]
             self.registered[id(plan)] = addresses
@@ -460,7 +459,7 @@ class _Signature:
         have the same shapes and layout at every call), or a view of a graph input: one
         ``as_strided`` with the geometry learnt for the input's layout (the chain of view ops
         for a layout not seen yet), or a chain of view ops replayed."""
-        recipe = []
+        recipe: list = []
         handed_out = set()
         for o, r in zip(self.graph.outs, results):
             if o is None or not isinstance(o, torch.fx.Node):
@@ -536,7 +535,7 @@ def _forward_returns(n_outs: int) -> int:
     """How many of the forward graph's outputs the caller sees (AOTAutograd's metadata)."""
     try:
         ctx = torch._guards.TracingContext.try_get()
-        return int(ctx.fw_metadata.num_forward_returns)
+        return int(ctx.fw_metadata.num_forward_returns)  # type: ignore[union-attr]  # None: see below
     except Exception:  # noqa: BLE001 - without the metadata, treat every output as visible
         return n_outs
 

@@ -23,7 +23,6 @@ import torch
 from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 import hologram as hg
-from hologram import _native
 
 #: Bucket size, as torch's DDP (``bucket_cap_mb``).
 DEFAULT_BUCKET_MB = 25
@@ -38,7 +37,9 @@ def assign_buckets(params, cap_bytes: int) -> list:
     flat tensor); a parameter larger than the cap gets a bucket of its own."""
     if cap_bytes <= 0:
         raise ValueError(f"bucket size must be positive, got {cap_bytes} bytes")
-    buckets, current, current_bytes, current_dtype = [], [], 0, None
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    current_bytes, current_dtype = 0, None
     for i in reversed(range(len(params))):
         numel, dtype = params[i]
         nbytes = numel * _itemsize(dtype)
@@ -103,16 +104,15 @@ class DistributedDataParallel(torch.nn.Module):
                 self._where[p] = (bi, j)
         self._next = 0  # the next bucket to launch (they go in order on every rank)
         self._callback_queued = False
-        self._cpu_e = hg.executor_for("cpu")._e
         if broadcast_parameters:
             self._broadcast_state()
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in params]
 
     # ----- Hologram views of torch memory ---------------------------------------------------
 
-    def _hg(self, x: torch.Tensor):
+    def _hg(self, x: torch.Tensor) -> hg.Tensor:
         """A zero-copy Hologram tensor of ``x`` (contiguous, on this GPU)."""
-        return _native.from_dlpack(_to_dlpack(x.detach()), self._cpu_e, self._executor._e)
+        return hg.from_dlpack_capsule(_to_dlpack(x.detach()), self._executor)
 
     def _torch_stream(self) -> int:
         return torch.cuda.current_stream(self._device).cuda_stream
@@ -121,10 +121,10 @@ class DistributedDataParallel(torch.nn.Module):
     def _broadcast_state(self):
         tensors = [t for t in list(self.module.parameters()) + list(self.module.buffers())
                    if t.is_cuda and t.is_contiguous() and t.numel() > 0]
-        self._executor._e.order_after_stream(self._torch_stream())
+        self._executor.order_after_stream(self._torch_stream())
         for t in tensors:
-            self._comm._c.broadcast(self._hg(t), 0)
-        self._executor._e.order_before_stream(self._torch_stream())
+            self._comm.broadcast(self._hg(t), 0)
+        self._executor.order_before_stream(self._torch_stream())
 
     # ----- backward ---------------------------------------------------------------------------
 
@@ -132,7 +132,9 @@ class DistributedDataParallel(torch.nn.Module):
         bi, j = self._where[p]
         b = self._buckets[bi]
         off = b.offsets[j]
-        b.flat[off:off + p.numel()].copy_(p.grad.reshape(-1))
+        grad = p.grad
+        assert grad is not None  # the hook runs once the gradient is accumulated
+        b.flat[off:off + p.numel()].copy_(grad.reshape(-1))
         if not b.seen[j]:
             b.seen[j] = True
             b.ready += 1
@@ -153,8 +155,8 @@ class DistributedDataParallel(torch.nn.Module):
             b.view = self._hg(b.flat)
         # The all-reduce waits for the copies torch queued into the bucket, then runs on the
         # executor's stream while torch's stream goes on with the backward pass.
-        self._executor._e.order_after_stream(self._torch_stream())
-        self._comm._c.all_reduce(b.view, "mean")
+        self._executor.order_after_stream(self._torch_stream())
+        self._comm.all_reduce(b.view, "mean")
 
     def _finish(self):
         """End of backward: parameters that got no gradient count as zeros (every rank must
@@ -167,7 +169,7 @@ class DistributedDataParallel(torch.nn.Module):
                     b.flat[off:off + p.numel()].zero_()
             b.ready = len(b.params)
         self._launch_ready()
-        self._executor._e.order_before_stream(self._torch_stream())
+        self._executor.order_before_stream(self._torch_stream())
         for b in self._buckets:
             for p, off in zip(b.params, b.offsets):
                 g = b.flat[off:off + p.numel()].view_as(p)

@@ -97,8 +97,8 @@ class _Activation(torch.autograd.Function):
     def backward(ctx, g):
         (saved,) = ctx.saved_tensors
         hx = to_hg(saved, ctx.ex)
-        dx = hx._t.activation_backward(ctx.name, to_hg(g, ctx.ex)._t)
-        return None, None, to_torch(hg.Tensor._wrap(dx), g)
+        dx = hg.autograd.activation_backward(ctx.name, to_hg(g, ctx.ex), hx)
+        return None, None, to_torch(dx, g)
 
 
 def _activation(name):
@@ -131,8 +131,8 @@ class _Softmax(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        dx = to_hg(y, ctx.ex)._t.softmax_backward(to_hg(g, ctx.ex)._t, ctx.dim, ctx.log)
-        return None, to_torch(hg.Tensor._wrap(dx), g), None, None
+        dx = hg.autograd.softmax_backward(to_hg(g, ctx.ex), to_hg(y, ctx.ex), ctx.dim, ctx.log)
+        return None, to_torch(dx, g), None, None
 
 
 def softmax(*args, dim=-1):
@@ -153,7 +153,7 @@ class _LayerNorm(torch.autograd.Function):
         hx = to_hg(x, ex)
         hw = to_hg(weight, ex) if weight is not None else None
         hb = to_hg(bias, ex) if bias is not None else None
-        y = hg.Tensor._wrap(hx._t.layer_norm(nd, hw._t if hw is not None else None, hb._t if hb is not None else None, eps))
+        y = hg.nn.layer_norm(hx, nd, hw, hb, eps)
         ctx.ex, ctx.nd, ctx.eps = ex, nd, eps
         ctx.has_w, ctx.has_b = weight is not None, bias is not None
         ctx.save_for_backward(x, weight if weight is not None else x)
@@ -163,11 +163,10 @@ class _LayerNorm(torch.autograd.Function):
     def backward(ctx, g):
         x, w = ctx.saved_tensors
         ex = ctx.ex
-        hw = to_hg(w, ex)._t if ctx.has_w else None
-        dx, dw, db = to_hg(x, ex)._t.layer_norm_backward(to_hg(g, ex)._t, ctx.nd, hw, ctx.eps)
-        wrap = hg.Tensor._wrap
-        dxt = to_torch(wrap(dx), g)
-        dwt = to_torch(wrap(dw), g) if ctx.has_w and dw is not None else None
+        hw = to_hg(w, ex) if ctx.has_w else None
+        dx, dw, db = hg.autograd.layer_norm_backward(to_hg(g, ex), to_hg(x, ex), ctx.nd, hw, ctx.eps)
+        dxt = to_torch(dx, g)
+        dwt = to_torch(dw, g) if ctx.has_w and dw is not None else None
         if ctx.has_b:
             batch = list(range(x.dim() - ctx.nd))
             dbt = to_torch(to_hg(g, ex).sum(axis=batch) if batch else to_hg(g, ex), g)
@@ -262,7 +261,7 @@ class _Loss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, ex, pred, target):
         hp, ht = to_hg(pred, ex), to_hg(target, ex)
-        loss = hg.Tensor._wrap(hp._t.loss(name, ht._t))
+        loss = hg.nn.loss(name, hp, ht)
         ctx.name, ctx.ex = name, ex
         ctx.save_for_backward(pred, target)
         return to_torch(loss, pred)
@@ -278,7 +277,7 @@ class _Loss(torch.autograd.Function):
             dp = to_torch(d, pred)
             dt = -dp if ctx.needs_input_grad[3] else None
             return None, None, dp, dt
-        dp = to_torch(hg.Tensor._wrap(hp._t.loss_backward(name, ht._t, gv)), pred)
+        dp = to_torch(hg.autograd.loss_backward(name, gv, hp, ht), pred)
         return None, None, dp, None
 
 

@@ -203,17 +203,17 @@ def _pow_st(s, e):
 def _clamp(x, min=None, max=None):
     if _is_t(min) or _is_t(max):
         if min is not None:
-            x = x._bin("maximum", min)
+            x = x.maximum(min)
         if max is not None:
-            x = x._bin("minimum", max)
+            x = x.minimum(max)
         return x
     return x.clip(min, max)
 
 
 TABLE[aten.clamp_min.default] = lambda x, m: _clamp(x, min=m)
 TABLE[aten.clamp_max.default] = lambda x, m: _clamp(x, max=m)
-TABLE[aten.maximum.default] = lambda a, b: a._bin("maximum", b)
-TABLE[aten.minimum.default] = lambda a, b: a._bin("minimum", b)
+TABLE[aten.maximum.default] = lambda a, b: a.maximum(b)
+TABLE[aten.minimum.default] = lambda a, b: a.minimum(b)
 def _remainder(a, b):
     """Python's (and PyTorch's) modulo: the sign of the divisor."""
     if _is_float(a) or _is_float(b):
@@ -337,7 +337,7 @@ TABLE[aten.reshape.default] = TABLE[aten.view.default]
 TABLE[aten.permute.default] = lambda x, dims: x.permute(*[int(d) for d in dims])
 TABLE[aten.t.default] = lambda x: x.transpose(0, 1) if x.ndim == 2 else x
 TABLE[aten.transpose.int] = lambda x, a, b: x.transpose(int(a), int(b))
-TABLE[aten.unsqueeze.default] = lambda x, d: hg.Tensor._wrap(x._t.unsqueeze(int(d)))
+TABLE[aten.unsqueeze.default] = lambda x, d: x.unsqueeze(int(d))
 
 
 def _squeeze(x, dims=None):
@@ -347,7 +347,7 @@ def _squeeze(x, dims=None):
         dims = [dims]
     dims = sorted((d % x.ndim for d in dims if x.shape[d % x.ndim] == 1), reverse=True) if x.ndim else []
     for d in dims:
-        x = hg.Tensor._wrap(x._t.squeeze(d))
+        x = x.squeeze(d)
     return x
 
 
@@ -361,7 +361,7 @@ def _expand(x, size, implicit=False):
     size = list(size)
     lead = len(size) - x.ndim
     out = [x.shape[i - lead] if s == -1 else int(s) for i, s in enumerate(size)]
-    return hg.Tensor._wrap(x._t.expand(out))
+    return x.expand(out)
 
 
 @_reg(aten.slice.Tensor)
@@ -373,7 +373,7 @@ def _slice(x, dim=0, start=None, end=None, step=1):
     end = max(end + n, 0) if end < 0 else min(end, n)
     if end <= start:
         raise NoLowering("an empty slice")
-    return hg.Tensor._wrap(x._t.slice(int(dim), int(start), int(end), int(step)))
+    return x.slice(int(dim), int(start), int(end), int(step))
 
 
 @_reg(aten.select.int)
@@ -408,7 +408,7 @@ def _cat(tensors, dim=0):
 
 @_reg(aten.stack.default)
 def _stack(tensors, dim=0):
-    return _cat([hg.Tensor._wrap(t._t.unsqueeze(int(dim))) for t in tensors], dim)
+    return _cat([t.unsqueeze(int(dim)) for t in tensors], dim)
 
 
 # ----- reductions -------------------------------------------------------------------------------
@@ -494,12 +494,12 @@ def _log_softmax(x, dim, half_to_float=False):
 
 @_reg(aten._softmax_backward_data.default)
 def _softmax_backward(grad, out, dim, input_dtype):
-    return hg.Tensor._wrap(out._t.softmax_backward(grad._t, int(dim), False))
+    return hg.autograd.softmax_backward(grad, out, int(dim), False)
 
 
 @_reg(aten._log_softmax_backward_data.default)
 def _log_softmax_backward(grad, out, dim, input_dtype):
-    return hg.Tensor._wrap(out._t.softmax_backward(grad._t, int(dim), True))
+    return hg.autograd.softmax_backward(grad, out, int(dim), True)
 
 
 @_reg(attention.sdpa_op)
@@ -507,42 +507,38 @@ def _sdpa(q, k, v, is_causal, scale, save_probs):
     """``hologram::sdpa``: the core attention op (q, k, v read in place whatever their strides;
     the output a ``[B, H, L, D]`` view of ``[B, L, H, D]`` storage)."""
     tf32 = _tf32(torch.backends.cuda.matmul.allow_tf32)
-    out, probs = q._t.attention(k._t, v._t, bool(is_causal), float(scale), tf32, bool(save_probs))
+    out, probs = hg.nn.attention(q, k, v, bool(is_causal), float(scale), tf32, bool(save_probs))
     # Without save_probs nothing reads the probabilities (attention.drop_unused_probabilities).
-    return hg.Tensor._wrap(out), None if probs is None else hg.Tensor._wrap(probs)
+    return out, probs
 
 
 @_reg(attention.sdpa_backward_op)
 def _sdpa_backward(grad, q, k, v, probs, scale):
     tf32 = _tf32(torch.backends.cuda.matmul.allow_tf32)
-    dq, dk, dv = q._t.attention_backward(k._t, v._t, probs._t, grad._t, float(scale), tf32)
-    return hg.Tensor._wrap(dq), hg.Tensor._wrap(dk), hg.Tensor._wrap(dv)
+    dq, dk, dv = hg.autograd.attention_backward(grad, q, k, v, probs, float(scale), tf32)
+    return dq, dk, dv
 
 
 @_reg(aten.gelu_backward.default)
 def _gelu_backward(grad, x, approximate="none"):
     if approximate != "none":
         raise NoLowering("the backward of tanh-approximated GELU")
-    return hg.Tensor._wrap(x._t.activation_backward("gelu", grad._t))
+    return hg.autograd.activation_backward("gelu", grad, x)
 
 
 @_reg(aten.native_layer_norm.default)
 def _layer_norm(x, normalized_shape, weight, bias, eps):
-    y, mean, rstd = x._t.layer_norm_stats(len(normalized_shape), _t(weight), _t(bias), float(eps))
-    return hg.Tensor._wrap(y), hg.Tensor._wrap(mean), hg.Tensor._wrap(rstd)
+    y, mean, rstd = hg.nn.layer_norm_stats(x, len(normalized_shape), weight, bias, float(eps))
+    return y, mean, rstd
 
 
 @_reg(aten.native_layer_norm_backward.default)
 def _layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, bias, output_mask):
-    dx, dw, db = x._t.layer_norm_backward_stats(grad._t, len(normalized_shape), mean._t, rstd._t, _t(weight))
-    wrap = lambda t, keep: hg.Tensor._wrap(t) if keep and t is not None else None  # noqa: E731
+    dx, dw, db = hg.autograd.layer_norm_backward_stats(grad, x, len(normalized_shape), mean, rstd, weight)
+    wrap = lambda t, keep: t if keep and t is not None else None  # noqa: E731
     if output_mask[2] and db is None and bias is not None:
-        db = grad.sum(axis=list(range(grad.ndim - len(normalized_shape))))._t
+        db = grad.sum(axis=list(range(grad.ndim - len(normalized_shape))))
     return wrap(dx, output_mask[0]), wrap(dw, output_mask[1]), wrap(db, output_mask[2])
-
-
-def _t(x):
-    return None if x is None else x._t
 
 
 # ----- indexing ---------------------------------------------------------------------------------
@@ -611,9 +607,9 @@ def _index_put(x, indices, values, accumulate=False):
     idx = _single_index(indices).reshape(-1)
     rest = tuple(x.shape[1:])
     vals = values.reshape(idx.shape[0], *rest) if values.size == idx.shape[0] * math.prod(rest) else values
-    full_idx = hg.Tensor._wrap(idx.reshape(idx.shape[0], *([1] * len(rest)))._t.expand([idx.shape[0], *rest]))
+    full_idx = idx.reshape(idx.shape[0], *([1] * len(rest))).expand([idx.shape[0], *rest])
     if vals.shape != full_idx.shape:
-        vals = hg.Tensor._wrap(vals._t.expand(list(full_idx.shape)))
+        vals = vals.expand(list(full_idx.shape))
     return x.scatter_add(0, full_idx, vals) if accumulate else x.scatter(0, full_idx, vals)
 
 
@@ -629,8 +625,8 @@ def _convolution(x, w, bias, stride, padding, dilation, transposed, output_paddi
         raise NoLowering("transposed convolution")
     if x.ndim != 4:
         raise NoLowering(f"a {x.ndim - 2}-D convolution (2-D is supported)")
-    return hg.Tensor._wrap(x._t.conv2d(w._t, _t(bias), _pair(stride), _pair(padding), _pair(dilation), int(groups),
-                                       _tf32(torch.backends.cudnn.allow_tf32)))
+    return hg.nn.conv2d(x, w, bias, _pair(stride), _pair(padding), _pair(dilation), int(groups),
+                        _tf32(torch.backends.cudnn.allow_tf32))
 
 
 @_reg(aten.convolution_backward.default)
@@ -638,9 +634,9 @@ def _convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tra
                           groups, output_mask):
     if transposed or x.ndim != 4:
         raise NoLowering("the backward of a transposed or non-2-D convolution")
-    dx, dw, db = x._t.conv2d_backward(grad._t, w._t, _pair(stride), _pair(padding), _pair(dilation), int(groups),
-                                      [bool(m) for m in output_mask], _tf32(torch.backends.cudnn.allow_tf32))
-    return tuple(None if t is None else hg.Tensor._wrap(t) for t in (dx, dw, db))
+    dx, dw, db = hg.autograd.conv2d_backward(grad, x, w, _pair(stride), _pair(padding), _pair(dilation), int(groups),
+                                             [bool(m) for m in output_mask], _tf32(torch.backends.cudnn.allow_tf32))
+    return dx, dw, db
 
 
 def _pool_weight(x, kernel):
@@ -656,7 +652,7 @@ def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_inc
     pad = _pair(padding)
     if ceil_mode or divisor_override or (any(pad) and not count_include_pad):
         raise NoLowering("avg_pool2d with ceil_mode, a divisor override, or padding not counted")
-    return hg.Tensor._wrap(x._t.conv2d(_pool_weight(x, kernel)._t, None, stride, pad, [1, 1], x.shape[1]))
+    return hg.nn.conv2d(x, _pool_weight(x, kernel), None, stride, pad, [1, 1], x.shape[1])
 
 
 @_reg(aten.avg_pool2d_backward.default)
@@ -666,9 +662,9 @@ def _avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count
     pad = _pair(padding)
     if ceil_mode or divisor_override or (any(pad) and not count_include_pad):
         raise NoLowering("avg_pool2d backward with ceil_mode, a divisor override, or padding not counted")
-    dx, _, _ = x._t.conv2d_backward(grad._t, _pool_weight(x, kernel)._t, stride, pad, [1, 1], x.shape[1],
-                                    [True, False, False])
-    return hg.Tensor._wrap(dx)
+    dx, _, _ = hg.autograd.conv2d_backward(grad, x, _pool_weight(x, kernel), stride, pad, [1, 1], x.shape[1],
+                                           [True, False, False])
+    return dx
 
 
 def _pool_out(n, k, pad, stride, dil, ceil_mode):
@@ -704,8 +700,8 @@ def _max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=Fals
         raise NoLowering("max_pool2d of an integer tensor")
     if x.ndim not in (3, 4):
         raise NoLowering(f"max_pool2d of a {x.ndim}-D tensor")
-    y, idx = x._t.max_pool2d(*_pool_args(kernel_size, stride, padding, dilation, ceil_mode), _output_used(1))
-    return hg.Tensor._wrap(y), None if idx is None else hg.Tensor._wrap(idx)
+    y, idx = hg.nn.max_pool2d(x, *_pool_args(kernel_size, stride, padding, dilation, ceil_mode), _output_used(1))
+    return y, idx
 
 
 @_reg(aten.max_pool2d_with_indices_backward.default)
@@ -713,8 +709,8 @@ def _max_pool2d_backward(grad, x, kernel_size, stride, padding, dilation, ceil_m
     """Each input element's gradient: the sum of the output gradients whose index names it."""
     if grad.ndim not in (3, 4):
         raise NoLowering(f"max_pool2d backward of a {grad.ndim}-D tensor")
-    return hg.Tensor._wrap(grad._t.max_pool2d_backward(
-        indices._t, list(x.shape), *_pool_args(kernel_size, stride, padding, dilation, ceil_mode)))
+    return hg.autograd.max_pool2d_backward(
+        grad, indices, list(x.shape), *_pool_args(kernel_size, stride, padding, dilation, ceil_mode))
 
 
 @_reg(aten.constant_pad_nd.default)
@@ -738,8 +734,8 @@ def _pad(x, pad, value=0.0):
     view = out
     for d in range(x.ndim):
         if starts[d] or view.shape[d] != src.shape[d]:
-            view = hg.Tensor._wrap(view._t.slice(d, starts[d], starts[d] + src.shape[d], 1))
-    src._t.copy_into(view._t)
+            view = view.slice(d, starts[d], starts[d] + src.shape[d], 1)
+    src.copy_into(view)
     return out
 
 
@@ -820,7 +816,7 @@ RANDOM_OPS = {aten.bernoulli.p, aten.bernoulli.default, aten.rand.default, aten.
 
 
 def _rand(shape, normal, dtype):
-    return hg.Tensor._wrap(CTX.salt()._t.rand_seeded([int(s) for s in shape], normal, str(dtype)))
+    return CTX.salt().rand_seeded([int(s) for s in shape], normal, str(dtype))
 
 
 @_reg(aten.bernoulli.p)

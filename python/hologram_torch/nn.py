@@ -105,6 +105,9 @@ class Softmax(_HologramModule):
 class LayerNorm(_HologramModule):
     """Layer normalization over the trailing ``normalized_shape`` with an affine transform."""
 
+    weight: torch.nn.Parameter | None
+    bias: torch.nn.Parameter | None
+
     def __init__(self, *args, eps: float = 1e-5, elementwise_affine: bool = True, dtype=None, device=None, **kwargs):
         ex, args, kwargs = _executor_arg(args, kwargs)
         super().__init__(ex)

@@ -25,7 +25,6 @@ from torch.func import functional_call, grad_and_value
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import hologram as hg
-from hologram import _native
 
 from . import compile as _compile
 from . import attention, lowering
@@ -253,9 +252,9 @@ class TrainStep:
         if random:
             hx.append(_compile.random_seed(ex))
         lowering.CTX.executor = ex
-        rec = _native.Recording(ex._e, [x._t for x in hx], [True] * n_direct + [False] * (len(hx) - n_direct))
+        rec = hg.Recording(ex, hx, [True] * n_direct + [False] * (len(hx) - n_direct))
         try:
-            ins = [hg.Tensor._wrap(t) for t in rec.inputs()]
+            ins = rec.inputs()
             if random:
                 lowering.CTX.seed, lowering.CTX.draws = ins[-1], 0
                 ins = ins[:-1]
@@ -270,14 +269,14 @@ class TrainStep:
             # run straight into it, once no other update still reads it (no temporaries, no
             # copies).
             pairs = [(new, dst) for dst, new in zip(ins[:n_direct], updates) if new is not dst]
-            _native.Tensor.assign_all([n._t for n, _ in pairs], [d._t for _, d in pairs])
-            native, first = rec.finish([loss._t])
+            hg.Tensor.assign_all([n for n, _ in pairs], [d for _, d in pairs])
+            plan, first = rec.finish([loss])
         except BaseException:
             rec.abort()
             raise
         finally:
             lowering.CTX.seed = None
-        return hg.Plan(native), hg.Tensor._wrap(first[0]), hx[:n_direct], random
+        return plan, first[0], hx[:n_direct], random
 
 
 def compile_step(model: torch.nn.Module, loss_fn, optimizer: torch.optim.Optimizer) -> TrainStep:

@@ -111,9 +111,9 @@ def test_training_views_and_gradients_over_several_steps():
     compiled = torch.compile(mine, backend="hologram")
     opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
     opt_m = torch.optim.SGD(mine.parameters(), lr=0.1)
-    for i in range(4):
+    for _ in range(4):
         x, y = torch.randn(5, 8), torch.randn(5, 4)
-        for model, fn, opt in ((eager, eager, opt_e), (mine, compiled, opt_m)):
+        for _model, fn, opt in ((eager, eager, opt_e), (mine, compiled, opt_m)):
             opt.zero_grad()
             torch.nn.functional.mse_loss(fn(x), y).backward()
             opt.step()

@@ -5,10 +5,7 @@ block is itself wrong for this machine, the adaptation is noted next to it; ever
 verbatim, and results are checked against NumPy.
 """
 
-import numpy as np
 import pytest
-
-import hologram as hg
 
 torch = pytest.importorskip("torch")
 

@@ -4,7 +4,6 @@ PyTorch examples, torch.compile, and training."""
 import pathlib
 import runpy
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
