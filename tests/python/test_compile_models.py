@@ -129,6 +129,27 @@ def test_compile_step_matches_eager(name):
         assert close(c, b, 1e-3), bname
 
 
+def test_adamw_step_replays_no_constant_copies_and_one_update_kernel_per_parameter():
+    """A GPT's AdamW step: the constants its graph makes are read in place (a replay copies
+    none), and each parameter's update with its two moments is one kernel."""
+    base, x, y, loss_fn, _ = case("gpt")
+    model = copy.deepcopy(base).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    step = hologram_torch.compile_step(model, loss_fn, opt)
+    for _ in range(2):
+        step(x, y)
+    plan = next(iter(step.plans.values()))[0]
+    stats = plan.stats
+    assert stats["copies"] == 0 and stats["constants_in_place"] > 0, stats
+    # The same step with plain SGD (one update kernel per parameter) launches as many kernels:
+    # AdamW's new parameter and moments come out of one kernel.
+    sgd_model = copy.deepcopy(base).train()
+    sgd = hologram_torch.compile_step(sgd_model, loss_fn, torch.optim.SGD(sgd_model.parameters(), lr=1e-3))
+    sgd(x, y)
+    sgd_plan = next(iter(sgd.plans.values()))[0]
+    assert stats["launches"] == sgd_plan.stats["launches"], (stats, sgd_plan.stats)
+
+
 def test_dropout_draws_a_new_seeded_mask_every_call():
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Dropout(0.25)).train()
     compiled = torch.compile(model, backend="hologram")
