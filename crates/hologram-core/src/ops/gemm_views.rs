@@ -83,9 +83,9 @@ impl ViewOperand {
     }
 }
 
-/// Multiply-adds per matrix (`m · n · k`) from which the per-matrix GEMMs of views whose two
-/// batch dimensions do not merge run as a loop of batched calls in place; below it the operands
-/// are packed into [B, H] order first.
+/// Multiply-adds per matrix (`m · n · k`) from which, on GPUs, the per-matrix GEMMs of views
+/// whose two batch dimensions do not merge run as a loop of batched calls in place; below it the
+/// operands are packed into [B, H] order first.
 const LOOP_MIN_WORK: usize = 1 << 26;
 
 /// `c[b, h] = alpha · a[b, h] · bm[b, h]` for every `b < B`, `h < H`: `a` is `[B, H, m, k]`,
@@ -98,7 +98,11 @@ pub(crate) fn gemm_views(
     alpha: f64,
     precision: GemmPrecision,
 ) -> Result<()> {
-    gemm_views_packing_below(a, bm, c, alpha, precision, LOOP_MIN_WORK)
+    // Packing pays on GPUs, where each call of the loop is too small to fill the device; host
+    // GEMMs run a loop of calls at full speed (and the CPU keeps its native paths: no copies).
+    let on_gpu = !c.executor().capabilities().host_memory;
+    let loop_min_work = if on_gpu { LOOP_MIN_WORK } else { 0 };
+    gemm_views_packing_below(a, bm, c, alpha, precision, loop_min_work)
 }
 
 /// [`gemm_views`] with the per-matrix work below which unmergeable operands are packed.
