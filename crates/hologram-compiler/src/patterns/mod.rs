@@ -11,6 +11,7 @@ pub mod reduce_templates;
 mod row_gen;
 mod rows;
 pub mod softmax_templates;
+pub mod widen;
 
 use hologram_isa::Kernel;
 

@@ -21,6 +21,7 @@ use hologram_isa::{
     ValidationError,
 };
 
+use super::widen::{store_at_gid, widen};
 use super::{structural_text, template_structure, Pattern, TemplateCache};
 use crate::Canonical;
 
@@ -142,12 +143,7 @@ pub fn max_pool_program(storage: Type, indices: bool) -> Program {
     b.cvt(u, i, "%posu", "%pos");
     b.add(u, "%src", "%base", "%posu");
     b.ld(storage, "%v", "x", "%src");
-    let v = if storage == acc {
-        "%v"
-    } else {
-        b.cvt(acc, storage, "%vw", "%v");
-        "%vw"
-    };
+    let v = widen(&mut b, acc, storage, "%v", "%vw");
     // Taken: the window's first element, a greater value, or a NaN.
     b.setp(CmpOp::Gt, acc, "%take", v, "%best");
     b.setp(CmpOp::Ne, acc, "%p", v, v);
@@ -163,12 +159,7 @@ pub fn max_pool_program(storage: Type, indices: bool) -> Program {
     b.add(u, "%ky", "%ky", 1u32);
     b.bra("KY");
     b.label("STORE");
-    if storage == acc {
-        b.st(storage, "y", Special::GidLinear, "%best");
-    } else {
-        b.cvt(storage, acc, "%out", "%best");
-        b.st(storage, "y", Special::GidLinear, "%out");
-    }
+    store_at_gid(&mut b, storage, acc, "y", "%best");
     if indices {
         b.cvt(Type::I64, i, "%at64", "%at");
         b.st(Type::I64, "idx", Special::GidLinear, "%at64");
@@ -236,12 +227,8 @@ pub fn max_pool_backward_program(storage: Type) -> Program {
     b.guard("%miss", false).bra("NEXTX");
     b.add(u, "%go", "%o", "xoff");
     b.ld(storage, "%v", "g", "%go");
-    if storage == acc {
-        b.add(acc, "%acc", "%acc", "%v");
-    } else {
-        b.cvt(acc, storage, "%vw", "%v");
-        b.add(acc, "%acc", "%acc", "%vw");
-    }
+    let v = widen(&mut b, acc, storage, "%v", "%vw");
+    b.add(acc, "%acc", "%acc", v);
     b.label("NEXTX");
     b.add(u, "%ox", "%ox", 1u32);
     b.bra("OX");
@@ -249,12 +236,7 @@ pub fn max_pool_backward_program(storage: Type) -> Program {
     b.add(u, "%oy", "%oy", 1u32);
     b.bra("OY");
     b.label("STORE");
-    if storage == acc {
-        b.st(storage, "dx", Special::GidLinear, "%acc");
-    } else {
-        b.cvt(storage, acc, "%out", "%acc");
-        b.st(storage, "dx", Special::GidLinear, "%out");
-    }
+    store_at_gid(&mut b, storage, acc, "dx", "%acc");
     b.finish()
 }
 

@@ -3,6 +3,7 @@
 //! input element sums the column entries that read it, in a fixed order, so it is deterministic
 //! and needs no atomics). One lane per output element; the geometry is in scalar parameters.
 
+use hologram_compiler::patterns::widen::{store_at_gid, widen};
 use hologram_isa::{CmpOp, Program, ProgramBuilder, Special, Type};
 
 /// The geometry parameters both kernels take after their buffers, in order.
@@ -153,12 +154,8 @@ pub(crate) fn col2im_program(elem: Type, acc: Type) -> Program {
     b.mad(u, "%src", "%k", "%l_n", "%l");
     b.add(u, "%src", "%src", "xoff");
     b.ld(elem, "%v", "cols", "%src");
-    if elem == acc {
-        b.add(acc, "%acc", "%acc", "%v");
-    } else {
-        b.cvt(acc, elem, "%vw", "%v");
-        b.add(acc, "%acc", "%acc", "%vw");
-    }
+    let v = widen(&mut b, acc, elem, "%v", "%vw");
+    b.add(acc, "%acc", "%acc", v);
     b.label("NEXTX");
     b.add(u, "%kx", "%kx", 1u32);
     b.bra("KX");
@@ -166,11 +163,6 @@ pub(crate) fn col2im_program(elem: Type, acc: Type) -> Program {
     b.add(u, "%ky", "%ky", 1u32);
     b.bra("KY");
     b.label("STORE");
-    if elem == acc {
-        b.st(elem, "dx", Special::GidLinear, "%acc");
-    } else {
-        b.cvt(elem, acc, "%out", "%acc");
-        b.st(elem, "dx", Special::GidLinear, "%out");
-    }
+    store_at_gid(&mut b, elem, acc, "dx", "%acc");
     b.finish()
 }
