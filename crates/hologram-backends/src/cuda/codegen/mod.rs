@@ -63,7 +63,7 @@ pub fn entry_name(kernel: &str) -> String {
 }
 
 /// Bumped whenever generated code changes meaning or form, so cached binaries are not reused.
-pub const CODEGEN_VERSION: u32 = 4;
+pub const CODEGEN_VERSION: u32 = 5;
 
 /// `hg_rec[0]` of an out-of-bounds access.
 pub const ERR_OUT_OF_BOUNDS: u64 = 1;
