@@ -505,9 +505,18 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     return Tensor._wrap(_native.Tensor.where_(c._t, ta._t, tb._t))
 
 
-def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
-    """The tensors joined along ``axis``."""
-    return Tensor._wrap(_native.Tensor.cat([asarray(t)._t for t in tensors], int(axis)))
+def concat(tensors: Sequence[Any], axis: int = 0, *, view_if_adjacent: bool = False) -> Tensor:
+    """The tensors joined along ``axis``, as a new tensor. With ``view_if_adjacent``, when the
+    tensors are views of one buffer lying next to each other along ``axis`` in order (the parts
+    of a split), the result is the view covering them instead, sharing their memory: for code
+    that never writes into the parts afterwards.
+
+    >>> import hologram as hg
+    >>> x = hg.arange(6).reshape(2, 3)
+    >>> hg.concat([x[:, :1], x[:, 1:]], axis=1, view_if_adjacent=True).tolist()
+    [[0, 1, 2], [3, 4, 5]]
+    """
+    return Tensor._wrap(_native.Tensor.cat([asarray(t)._t for t in tensors], int(axis), bool(view_if_adjacent)))
 
 
 cat = concat

@@ -20,6 +20,7 @@ and why, and :func:`compile_stats` counts it.
 from __future__ import annotations
 
 import logging
+import operator
 import weakref
 from collections import Counter
 
@@ -113,10 +114,27 @@ def _decompositions():
     return table
 
 
+# Ops returning a tuple of views of their first argument (a part is ``getitem`` of the tuple).
+_SPLIT_OPS = {aten.split_with_sizes.default, aten.split.Tensor}
+
+
+def _view_parent(n):
+    """The node view node ``n`` views (a part of a split views what was split), else None."""
+    if not isinstance(n, torch.fx.Node) or n.op != "call_function":
+        return None
+    if n.target in _VIEW_OPS:
+        return n.args[0]
+    if n.target is operator.getitem:
+        split = n.args[0]
+        if isinstance(split, torch.fx.Node) and split.op == "call_function" and split.target in _SPLIT_OPS:
+            return split.args[0]
+    return None
+
+
 def _view_base(n):
     """The node a chain of view ops starts from (``n`` itself when it is no view)."""
-    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
-        n = n.args[0]
+    while (parent := _view_parent(n)) is not None:
+        n = parent
     return n
 
 
@@ -132,8 +150,8 @@ def _plan_base(n):
     view, like ``hologram::sdpa``), the first view above it with contiguous strides, so the
     view ops torch replays on the result see the layout they were traced with."""
     chain = [n]
-    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
-        n = n.args[0]
+    while (parent := _view_parent(n)) is not None:
+        n = parent
         chain.append(n)
     if not _traced_contiguous(chain[-1]):
         for c in reversed(chain[:-1]):

@@ -403,7 +403,9 @@ def _cat(tensors, dim=0):
     tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
     if len(tensors) == 1:
         return tensors[0]
-    return hg.cat(tensors, axis=dim)
+    # The graph never writes into a value, so parts already side by side in one buffer (the
+    # attention gradients flowing into a fused q/k/v projection) are joined without a copy.
+    return hg.cat(tensors, axis=dim, view_if_adjacent=True)
 
 
 @_reg(aten.stack.default)

@@ -196,6 +196,13 @@ fn heads_last(t: &Tensor) -> bool {
     t.permute(&[0, 2, 1, 3]).unwrap().is_contiguous()
 }
 
+/// Whether `[B, H, L, D]` `t` merges its heads in place: transposed to `[B, L, H, D]`, its
+/// last two dimensions are one run of `H·D` elements.
+fn heads_merge_in_place(t: &Tensor) -> bool {
+    let p = t.permute(&[0, 2, 1, 3]).unwrap();
+    p.strides()[3] == 1 && p.strides()[2] == p.shape()[3]
+}
+
 /// Whether `exec` runs `dt`'s transcendentals (WGSL has none for f64); where it does not, the
 /// attention op must say so with an `Unsupported` error.
 fn supports(exec: &Executor, dt: DType) -> bool {
@@ -259,8 +266,23 @@ fn check_case(exec: &Executor, dtype: DType, layout: Layout, shape: [usize; 4], 
         .attention_backward(&tk, &tv, &probs, &tgo, scale, GemmPrecision::Exact)
         .unwrap();
     for (name, t, want) in [("dq", &g.dq, &dq), ("dk", &g.dk, &dk), ("dv", &g.dv, &dv)] {
-        assert!(heads_last(t), "{what}: {name} layout");
+        assert!(heads_merge_in_place(t), "{what}: {name} layout");
         close(&format!("{what} {name}"), &f64s(t), want, tol);
+    }
+    // The three gradients lie side by side in one [B, L, 3, H, D] buffer: merged back and
+    // joined as the fused projection's gradient, they are that buffer, not a copy.
+    let merged: Vec<Tensor> = [&g.dq, &g.dk, &g.dv]
+        .iter()
+        .map(|t| {
+            t.permute(&[0, 2, 1, 3])
+                .and_then(|m| m.reshape(&[b as isize, l as isize, (h * d) as isize]))
+                .unwrap()
+        })
+        .collect();
+    let joined = Tensor::cat_views(&merged.iter().collect::<Vec<_>>(), 2).unwrap();
+    assert!(joined.is_contiguous(), "{what}: joined gradients");
+    if let (Ok(j), Ok(q0)) = (joined.data_ptr(), g.dq.data_ptr()) {
+        assert_eq!(j, q0, "{what}: the joined gradients are a copy");
     }
     // Inference keeps no probabilities and gives the same output.
     let inf = tq

@@ -1198,3 +1198,53 @@ fn new_scalar_values_reuse_the_compiled_kernel() {
         );
     });
 }
+
+/// A split's parts reshape in place (strided views, as torch's `view`), and `cat_views` joins
+/// adjacent parts as a view of their buffer; parts out of order or from two buffers are copied,
+/// and plain `cat` always copies.
+#[test]
+fn split_views_reshape_and_join_in_place() {
+    each(&[DType::F32], |exec, dt, _| {
+        let x = Tensor::from_slice(
+            exec,
+            &(0..48).map(|i| i as f32).collect::<Vec<_>>(),
+            &[2, 4, 6],
+        )
+        .unwrap();
+        let parts: Vec<Tensor> = (0..3)
+            .map(|i| x.slice(2, 2 * i, 2 * i + 2, 1).unwrap())
+            .collect();
+        let heads = parts[1].reshape(&[2, 4, 2, 1]).unwrap();
+        assert_eq!(
+            heads.strides(),
+            [24, 6, 1, 1],
+            "{dt}: a split part reshapes in place"
+        );
+        assert_eq!(
+            heads.to_vec::<f32>().unwrap(),
+            x.slice(2, 2, 4, 1)
+                .unwrap()
+                .contiguous()
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap()
+        );
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        let joined = Tensor::cat_views(&refs, 2).unwrap();
+        assert_eq!(joined.to_vec::<f32>().unwrap(), x.to_vec::<f32>().unwrap());
+        if let (Ok(j), Ok(x0)) = (joined.data_ptr(), x.data_ptr()) {
+            assert_eq!(j, x0, "{dt}: adjacent parts joined without a copy");
+            let copied = Tensor::cat(&refs, 2).unwrap();
+            assert_ne!(copied.data_ptr().unwrap(), x0, "{dt}: cat copies");
+        }
+        let reversed = Tensor::cat_views(&[&parts[1], &parts[0]], 2).unwrap();
+        let want: Vec<f32> = (0..8)
+            .flat_map(|r| [2, 3, 0, 1].map(|c| (r * 6 + c) as f32))
+            .collect();
+        assert_eq!(
+            reversed.to_vec::<f32>().unwrap(),
+            want,
+            "{dt}: out of order"
+        );
+    });
+}

@@ -862,12 +862,25 @@ impl PyTensor {
         wrap(self.t.squeeze(dim))
     }
 
+    /// The tensors joined along `axis`; with `view_if_adjacent`, the view covering them when
+    /// they are adjacent views of one buffer (see `Tensor::cat_views`).
     #[staticmethod]
-    fn cat(py: Python<'_>, tensors: Vec<PyRef<'_, PyTensor>>, axis: isize) -> PyRes<PyTensor> {
+    #[pyo3(signature = (tensors, axis, view_if_adjacent = false))]
+    fn cat(
+        py: Python<'_>,
+        tensors: Vec<PyRef<'_, PyTensor>>,
+        axis: isize,
+        view_if_adjacent: bool,
+    ) -> PyRes<PyTensor> {
         let ts: Vec<Tensor> = tensors.iter().map(|t| t.t.clone()).collect();
         Ok(PyTensor {
             t: nogil(py, move || {
-                Tensor::cat(&ts.iter().collect::<Vec<_>>(), axis)
+                let refs = ts.iter().collect::<Vec<_>>();
+                if view_if_adjacent {
+                    Tensor::cat_views(&refs, axis)
+                } else {
+                    Tensor::cat(&refs, axis)
+                }
             })?,
         })
     }

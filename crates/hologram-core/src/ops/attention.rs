@@ -180,9 +180,24 @@ impl Tensor {
                 dv: z(lk, dv)?,
             });
         }
-        let dq = heads_view(q, b, h, lq, d)?;
-        let dk = heads_view(q, b, h, lk, d)?;
-        let dvt = heads_view(q, b, h, lk, dv)?;
+        let (dq, dk, dvt) = if lq == lk && d == dv {
+            // The three gradients side by side in one [B, L, 3, H, D] buffer: the layout of the
+            // fused q/k/v projection they flow back into, so concatenating them there
+            // (`Tensor::cat_views`) takes no copy.
+            let all = Tensor::uninit(q.executor(), &[b, lq, 3, h, d], q.dtype())?;
+            let part = |i: usize| -> Result<Tensor> {
+                all.slice(2, i, i + 1, 1)?
+                    .squeeze(2)?
+                    .permute(&[0, 2, 1, 3])
+            };
+            (part(0)?, part(1)?, part(2)?)
+        } else {
+            (
+                heads_view(q, b, h, lq, d)?,
+                heads_view(q, b, h, lk, d)?,
+                heads_view(q, b, h, lk, dv)?,
+            )
+        };
         // dV = Pᵀ·dO, dP = dO·Vᵀ, dS = scale · P ⊙ (dP − rowsum(dP ⊙ P)), dQ = dS·K, dK = dSᵀ·Q.
         gemm_views(&probs.transpose(2, 3)?, grad, &dvt, 1.0, precision)?;
         let dp = Tensor::uninit(q.executor(), &[b, h, lq, lk], q.dtype())?;

@@ -163,7 +163,75 @@ impl Tensor {
             shape[a] += s[a];
             dtype = DType::promote(dtype, t.dtype());
         }
-        let out = Tensor::uninit(&first.exec, &shape, dtype)?;
+        Tensor::cat_copy(tensors, a, &shape, dtype)
+    }
+
+    /// [`Tensor::cat`], but when the tensors are views of one buffer lying next to each other
+    /// along `axis`, in order (the parts of a `split`, or gradients an op wrote side by side),
+    /// the result is the view of that buffer covering them: it shares their memory, so a later
+    /// write into one of them shows through. For graphs that never write into a value after
+    /// making it (the torch.compile lowering), where `cat` would copy what is already in place.
+    ///
+    /// ```
+    /// use hologram_core::{Executor, Tensor};
+    /// let exec = Executor::cpu();
+    /// let x = Tensor::from_slice(&exec, &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+    /// let (a, b) = (x.slice(1, 0, 1, 1)?, x.slice(1, 1, 3, 1)?);
+    /// let y = Tensor::cat_views(&[&a, &b], 1)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// # Ok::<(), hologram_core::Error>(())
+    /// ```
+    pub fn cat_views(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+        if let Some(t) = Tensor::adjacent_views(tensors, axis) {
+            return Ok(t);
+        }
+        Tensor::cat(tensors, axis)
+    }
+
+    /// The view covering `tensors` when they are stored views of one buffer with one dtype and
+    /// strides, equal shapes but along `axis`, each starting where the one before ends.
+    fn adjacent_views(tensors: &[&Tensor], axis: isize) -> Option<Tensor> {
+        let first = tensors.first()?;
+        let a = norm_axis(axis, first.rank()).ok()?;
+        let Source::Stored(storage) = &first.src else {
+            return None;
+        };
+        let stride = first.layout.strides[a];
+        let mut end = first.layout.offset;
+        let mut len = 0;
+        for t in tensors {
+            let Source::Stored(s) = &t.src else {
+                return None;
+            };
+            let same_other_dims = t.rank() == first.rank()
+                && (0..t.rank()).all(|i| i == a || t.shape()[i] == first.shape()[i]);
+            if !Arc::ptr_eq(s, storage)
+                || t.dtype() != first.dtype()
+                || t.layout.strides != first.layout.strides
+                || !same_other_dims
+                || t.layout.offset != end
+                || t.shape()[a] == 0
+                || stride == 0
+            {
+                return None;
+            }
+            end += t.shape()[a] * stride;
+            len += t.shape()[a];
+        }
+        let mut layout = first.layout.clone();
+        layout.shape[a] = len;
+        Some(Tensor {
+            layout,
+            ..(*first).clone()
+        })
+    }
+
+    /// Copies `tensors` one after the other along axis `a` into a new tensor of `shape`.
+    fn cat_copy(tensors: &[&Tensor], a: usize, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let first = tensors
+            .first()
+            .ok_or_else(|| Error::ShapeMismatch("cat of no tensors".into()))?;
+        let out = Tensor::uninit(&first.exec, shape, dtype)?;
         let mut at = 0;
         for t in tensors {
             let len = t.shape()[a];

@@ -203,18 +203,65 @@ impl Layout {
         Ok(l)
     }
 
-    /// A contiguous view with a new shape of the same size (`None` when the view is not
-    /// contiguous; the caller copies first).
+    /// A view with a new shape of the same size, over the same elements in the same order:
+    /// always for a contiguous view, and for a strided one when each run of old dimensions
+    /// that the new shape splits or merges is itself contiguous (a view of one part of a
+    /// `split`, or of a permuted tensor whose merged dimensions stay adjacent, reshapes in
+    /// place, as torch's `view` does). `None` otherwise: the caller copies first.
     pub fn reshape(&self, shape: &[usize]) -> Option<Layout> {
-        if !self.is_contiguous() {
-            return None;
+        if self.is_contiguous() {
+            return Some(Layout {
+                shape: Dims::from_slice(shape),
+                strides: contiguous_strides(shape),
+                offset: self.offset,
+            });
         }
+        let strides = view_strides(&self.shape, &self.strides, shape)?;
         Some(Layout {
             shape: Dims::from_slice(shape),
-            strides: contiguous_strides(shape),
+            strides: strides.into(),
             offset: self.offset,
         })
     }
+}
+
+/// Strides that give `new_shape` the elements of a `(shape, strides)` view in row-major order,
+/// if any. The old dimensions are cut into chunks whose elements are evenly spaced (each
+/// dimension's stride is the next one's stride times its size; size-1 dimensions join any
+/// chunk); every chunk must be matched by whole new dimensions, which then take strides within
+/// the chunk.
+fn view_strides(shape: &[usize], strides: &[usize], new_shape: &[usize]) -> Option<Vec<usize>> {
+    let numel: usize = shape.iter().product();
+    if numel == 0 || shape.is_empty() {
+        return Some(contiguous_strides(new_shape).to_vec());
+    }
+    let mut out = vec![0usize; new_shape.len()];
+    // New dimensions not yet given a stride: 0..next (filled from the back).
+    let mut next = new_shape.len();
+    let mut chunk_stride = strides[shape.len() - 1];
+    let (mut chunk_numel, mut view_numel) = (1usize, 1usize);
+    for d in (0..shape.len()).rev() {
+        chunk_numel *= shape[d];
+        let chunk_ends =
+            d == 0 || (shape[d - 1] != 1 && strides[d - 1] != chunk_numel * chunk_stride);
+        if !chunk_ends {
+            continue;
+        }
+        while next > 0 && (view_numel < chunk_numel || new_shape[next - 1] == 1) {
+            out[next - 1] = view_numel * chunk_stride;
+            view_numel *= new_shape[next - 1];
+            next -= 1;
+        }
+        if view_numel != chunk_numel {
+            return None;
+        }
+        if d > 0 {
+            chunk_stride = strides[d - 1];
+            chunk_numel = 1;
+            view_numel = 1;
+        }
+    }
+    (next == 0).then_some(out)
 }
 
 /// Resolves a shape with at most one `-1` for a tensor of `numel` elements.
@@ -248,6 +295,37 @@ pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn strided_views_reshape_in_place_where_torch_views_do() {
+        use super::view_strides;
+        // One third of a split last dimension, [B=2, L=3, 12] of [2, 3, 36]: the last
+        // dimension splits into heads in place.
+        assert_eq!(
+            view_strides(&[2, 3, 12], &[108, 36, 1], &[2, 3, 4, 3]),
+            Some(vec![108, 36, 3, 1])
+        );
+        // A permuted [B, H, L, D] view back to [B, L, H*D]: H and D are not adjacent in memory
+        // in the permuted order [B, L, H, D] of strides [L*H*D, D, L*D, 1]: no view.
+        assert_eq!(
+            view_strides(&[2, 3, 4, 5], &[60, 5, 15, 1], &[2, 3, 20]),
+            None
+        );
+        // Permuted so that H, D are adjacent again: merges.
+        assert_eq!(
+            view_strides(&[2, 3, 4, 5], &[60, 20, 5, 1], &[6, 20]),
+            Some(vec![20, 1])
+        );
+        // A transposed matrix does not flatten; a broadcast dimension does not merge.
+        assert_eq!(view_strides(&[3, 4], &[1, 3], &[12]), None);
+        assert_eq!(view_strides(&[4, 3], &[0, 1], &[12]), None);
+        // Size-1 dimensions come and go anywhere.
+        assert_eq!(
+            view_strides(&[3, 1, 4], &[8, 99, 2], &[3, 4, 1]),
+            Some(vec![8, 2, 2])
+        );
+        assert_eq!(view_strides(&[0, 4], &[8, 2], &[4, 0]), Some(vec![0, 1]));
+    }
+
     use super::*;
 
     #[test]
