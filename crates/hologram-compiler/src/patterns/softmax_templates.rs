@@ -274,11 +274,12 @@ mod tests {
     #[test]
     fn groups_give_lanes_about_eight_elements() {
         assert_eq!(group_lanes(1), 32);
-        assert_eq!(group_lanes(1024), 128);
+        assert_eq!(group_lanes(1024), 64);
         assert_eq!(group_lanes(1500), 128);
         assert_eq!(group_lanes(4096), 256);
         assert_eq!(group_lanes(1 << 20), 256);
-        assert_eq!(row_plan(1024), (128, 8));
+        assert_eq!(row_plan(1024), (64, 16));
+        assert_eq!(row_plan(256), (32, 8));
         assert_eq!(row_plan(1500), (128, 12));
         assert_eq!(row_plan(4096), (256, 16));
         assert_eq!(row_plan(4097), (256, 0));
