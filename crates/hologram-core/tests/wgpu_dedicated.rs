@@ -45,8 +45,17 @@ fn reductions_and_row_kernels_take_the_dedicated_path() {
                 x.sum(&[0], false).unwrap(),
             ]
         });
-        assert_eq!(generic, 0, "{:?}: reductions ran generic kernels", exec.backend_type());
-        assert!(lib >= 4, "{:?}: {lib} library launches", exec.backend_type());
+        assert_eq!(
+            generic,
+            0,
+            "{:?}: reductions ran generic kernels",
+            exec.backend_type()
+        );
+        assert!(
+            lib >= 4,
+            "{:?}: {lib} library launches",
+            exec.backend_type()
+        );
         let xi = upload(&interp, &long, DType::F32);
         for (got, want) in [
             (x.sum(&[-1], false), xi.sum(&[-1], false)),
