@@ -62,6 +62,15 @@ struct WgpuKernel {
     /// An element-wise map whose loads all read at `%gid`: launched in its 4-lane form
     /// (`codegen/map.rs`).
     vector_map: bool,
+    /// A reduction or row template with a dedicated WGSL form (`codegen/dedicated.rs`).
+    dedicated: Option<codegen::dedicated::Dedicated>,
+}
+
+/// `HOLOGRAM_WGPU_DEDICATED=0` launches reductions and row kernels in their generic form (for
+/// comparing).
+fn dedicated_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("HOLOGRAM_WGPU_DEDICATED").as_deref() != Ok("0"))
 }
 
 /// `HOLOGRAM_WGPU_MAP4=0` launches maps in their generic form (for measuring the 4-lane form).
@@ -313,12 +322,16 @@ impl Backend for WgpuBackend {
         if vector_map {
             tracing::debug!(kernel = %kernel.name, "element-wise map: 4-lane form");
         }
+        // Reductions and row kernels carrying their intent get their dedicated form.
+        let dedicated =
+            codegen::dedicated::Dedicated::of(canonical.pattern()).filter(|_| dedicated_enabled());
         Ok(CompiledKernel::new(
             kernel.clone(),
             Arc::new(WgpuKernel {
                 kernel: kernel.clone(),
                 digest: canonical.digest(),
                 vector_map,
+                dedicated,
             }),
         ))
     }
@@ -361,12 +374,17 @@ impl Backend for WgpuBackend {
             opts.vector_map = true;
             opts.block = [codegen::map::MAP_BLOCK, 1, 1];
         }
+        opts.dedicated = k.dedicated.filter(|d| d.fits(kern, config.block));
         let key = pipeline_cache::key(&k.digest, &self.target, &opts);
         let pipeline = self.cache.get_or_build(key, || {
             let generated = generate(kern, &opts, &self.gpu.info.name)?;
             launch::build_pipeline(&self.gpu, kern, generated, opts.bounds_checks)
         })?;
-        self.launches.fetch_add(1, Ordering::Relaxed);
+        if opts.dedicated.is_some() {
+            self.library_launches.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.launches.fetch_add(1, Ordering::Relaxed);
+        }
         launch::run(&self.gpu, self.owner, kern, &pipeline, config, args)
     }
 

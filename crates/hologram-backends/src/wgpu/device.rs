@@ -171,6 +171,13 @@ impl Gpu {
         let started = std::time::Instant::now();
         let done = || result.lock().ok().and_then(|mut s| s.take());
         let mut already = done();
+        if already.is_none() {
+            // Short work: its mapping is seen done by non-blocking polls (`spin_wait.rs`).
+            super::spin_wait::until(self, super::spin_wait::spin_limit(), |_| {
+                result.lock().map(|s| s.is_some()).unwrap_or(true)
+            })?;
+            already = done();
+        }
         let status = loop {
             if let Some(status) = already.take() {
                 break status;

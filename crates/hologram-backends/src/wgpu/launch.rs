@@ -527,6 +527,7 @@ pub(crate) fn options(gpu: &Gpu, config: &LaunchConfig) -> CodegenOptions {
         max_storage_buffers: gpu.limits.max_storage_buffers_per_shader_stage,
         vector_map: false,
         subgroups: gpu.features.contains(::wgpu::Features::SUBGROUP),
+        dedicated: None,
     }
 }
 

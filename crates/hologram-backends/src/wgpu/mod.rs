@@ -32,6 +32,8 @@ mod probe;
 #[cfg(feature = "wgpu")]
 pub mod profile;
 #[cfg(feature = "wgpu")]
+mod spin_wait;
+#[cfg(feature = "wgpu")]
 mod staging;
 #[cfg(feature = "wgpu")]
 mod work_queue;

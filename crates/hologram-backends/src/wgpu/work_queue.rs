@@ -317,7 +317,11 @@ impl WorkQueue {
         st.unsubmitted = 0;
         // Everything submitted is waited for below (or the device is poisoned): the ring is free.
         st.args_end = 0;
-        for s in &submitted {
+        // Short work is seen finished by polling the fence, without the blocking wait's
+        // wake-up latency (`spin_wait.rs`); what still runs past the spin is waited for below.
+        let idle = !submitted.is_empty()
+            && super::spin_wait::until_idle(gpu, super::spin_wait::spin_limit())?;
+        for s in submitted.iter().filter(|_| !idle) {
             let queued = &launches[s.launches.clone()];
             // No limit when any launch has none (or for copies alone).
             let limit = queued

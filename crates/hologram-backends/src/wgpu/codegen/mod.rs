@@ -34,11 +34,15 @@ pub mod arrays;
 mod bitcast;
 mod blocks;
 mod convert;
+pub mod dedicated;
 mod fma;
+mod fold;
 mod inst;
 pub mod map;
 pub mod math;
 pub mod prelude;
+pub mod reduce;
+pub mod rows;
 mod trig;
 pub mod types;
 pub mod wide;
@@ -101,6 +105,10 @@ pub struct CodegenOptions {
     /// The adapter has `SUBGROUP` (subgroup operations in compute shaders): lanes meeting at
     /// a barrier report per subgroup.
     pub subgroups: bool,
+    /// Generate the kernel's dedicated form for its library intent ([`dedicated`]): a
+    /// reduction or row kernel written from its pattern, with the generic code kept for the
+    /// workgroups it cannot prove in bounds.
+    pub dedicated: Option<dedicated::Dedicated>,
 }
 
 impl CodegenOptions {
@@ -115,20 +123,22 @@ impl CodegenOptions {
             max_storage_buffers: 8,
             vector_map: false,
             subgroups: false,
+            dedicated: None,
         }
     }
 
     /// A stable text form, for pipeline cache keys.
     pub fn key(&self) -> String {
         format!(
-            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={};map4={};sg={}",
+            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={};map4={};sg={};ded={:?}",
             self.block,
             self.bounds_checks,
             self.int64,
             self.float64,
             self.int64_atomics,
             self.vector_map,
-            self.subgroups
+            self.subgroups,
+            self.dedicated
         )
     }
 }
@@ -167,6 +177,8 @@ pub struct Generated {
     /// The module is a map's 4-lane form ([`map`]): launched in its own shape, with the lanes
     /// of the original launch in argument word [`map::total_word`].
     pub vector_map: bool,
+    /// The module is a dedicated reduction or row kernel ([`dedicated`]).
+    pub dedicated: bool,
 }
 
 /// The argument-buffer word holding parameter `p`'s first slot.
@@ -210,9 +222,19 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
     // canary when they loop at all (atomics' compare-and-swap loops, looping helpers).
     g.canary = !run.contains("hg_refill")
         && (run.contains("loop {") || used.iter().any(|h| h.text.contains("loop {")));
-    let main = match &map {
-        Some(m) => map::main_function(&mut g, m)?,
-        None => g.main_function(),
+    let dedicated = opts
+        .dedicated
+        .filter(|d| map.is_none() && d.fits(kernel, opts.block));
+    let main = match (&map, &dedicated) {
+        (Some(m), _) => map::main_function(&mut g, m)?,
+        (None, Some(d)) => {
+            // The generic code stays, as a function, for workgroups (or lanes) the dedicated
+            // form cannot prove in bounds: they report errors exactly as the generic form does.
+            let (generic, call) = g.generic_main(Some("hg_generic"));
+            let fast = dedicated::main_function(&mut g, d, &call)?;
+            format!("{generic}{fast}")
+        }
+        _ => g.generic_main(None).0,
     };
     let mut body = String::new();
     body.push_str(&run);
@@ -248,6 +270,7 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         args_words: param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS)
             + usize::from(map.is_some()),
         vector_map: map.is_some(),
+        dedicated: dedicated.is_some(),
     })
 }
 
@@ -433,20 +456,43 @@ impl Gen<'_> {
         m
     }
 
-    /// The compute entry point.
-    fn main_function(&mut self) -> String {
+    /// The generic compute entry point (`name` None), or the same code as a function called
+    /// `name` taking the entry point's built-ins; with it, the argument list that calls it from
+    /// an entry point declaring the same built-in names.
+    pub(crate) fn generic_main(&mut self, name: Option<&str>) -> (String, String) {
         let [bx, by, bz] = self.opts.block;
         let mut m = String::new();
-        let _ = writeln!(m, "@compute @workgroup_size({bx}, {by}, {bz})");
         // Kernels with barriers that report per subgroup need the lane's place in its subgroup
         // (which WGSL gives only for one-dimensional workgroups).
         let per_subgroup = self.barrier_mode && self.opts.subgroups && by == 1 && bz == 1;
-        let sid = if per_subgroup {
-            ", @builtin(subgroup_invocation_id) hg_sid: u32"
+        let call = if per_subgroup {
+            "hg_lid, hg_lidx, hg_wid, hg_nwg, hg_sid"
         } else {
-            ""
-        };
-        let _ = writeln!(m, "fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>{sid}) {{");
+            "hg_lid, hg_lidx, hg_wid, hg_nwg"
+        }
+        .to_string();
+        match name {
+            None => {
+                let sid = if per_subgroup {
+                    ", @builtin(subgroup_invocation_id) hg_sid: u32"
+                } else {
+                    ""
+                };
+                let _ = writeln!(m, "@compute @workgroup_size({bx}, {by}, {bz})");
+                let _ = writeln!(m, "fn main(@builtin(local_invocation_id) hg_lid: vec3<u32>, @builtin(local_invocation_index) hg_lidx: u32, @builtin(workgroup_id) hg_wid: vec3<u32>, @builtin(num_workgroups) hg_nwg: vec3<u32>{sid}) {{");
+            }
+            Some(f) => {
+                let sid = if per_subgroup { ", hg_sid: u32" } else { "" };
+                let _ = writeln!(m, "fn {f}(hg_lid: vec3<u32>, hg_lidx: u32, hg_wid: vec3<u32>, hg_nwg: vec3<u32>{sid}) {{");
+            }
+        }
+        (self.generic_body(m), call)
+    }
+
+    /// The body of the generic entry point, appended to its header `m`.
+    fn generic_body(&mut self, mut m: String) -> String {
+        let [bx, by, bz] = self.opts.block;
+        let per_subgroup = self.barrier_mode && self.opts.subgroups && by == 1 && bz == 1;
         // hg_zero is 0, but read from memory so no compiler can fold it (see types::literal).
         m.push_str("    hg_zero = hg_args[5];\n");
         m.push_str("    hg_tick = hg_args[6];\n");
@@ -606,3 +652,6 @@ pub(crate) fn f64_unary_exact(op: UnaryOp) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod dedicated_tests;
