@@ -413,3 +413,6 @@ impl CpuMemory {
 
 #[cfg(test)]
 mod soundness_tests;
+
+#[cfg(test)]
+mod native_tests;

@@ -6,7 +6,7 @@ use hologram_compiler::patterns::MapPattern;
 use hologram_isa::{BinaryOp, Op, Special, Type};
 use rayon::prelude::*;
 
-use super::compile::{CpuKernel, Slot, XOp};
+use super::compile::{CpuKernel, Slot, XOp, MAX_CONST_SLOTS};
 use super::memops::ArrayView;
 use super::native_divide::InvariantDivisor;
 use super::native_walk::{self, WalkLoad};
@@ -25,7 +25,13 @@ pub(crate) struct NativeMap {
     zero_copy_load: Vec<bool>,
     /// Per body instruction: a store whose register can live in the output buffer.
     direct_store: Vec<bool>,
+    /// The `%gid` slot, when some instruction that runs reads it (an index computation, a
+    /// gather's index): only then does each chunk write the element indexes there. Loads and
+    /// stores at `%gid` address the chunk's range directly and never read the slot.
     gid_slot: Option<Slot>,
+    /// Constants (indexes into `CpuKernel::consts`) with a slot of their own that a running
+    /// instruction reads: each task splats only these (the guard's bound, for one, is not).
+    splatted: Vec<usize>,
     /// Per register: the body index of its (last) definition.
     def_at: Vec<usize>,
     /// Per register: the body index of its last read.
@@ -177,6 +183,10 @@ impl NativeMap {
         }
         let is_walk: Vec<bool> = walks.iter().map(Option::is_some).collect();
         let skip = native_walk::skippable(&feeds, &uses, &is_walk);
+        let gid_slot = gid_slot.filter(|&g| reads_slot(k, pattern.body_start, &skip, &walks, g));
+        let splatted = (0..k.consts.len().min(MAX_CONST_SLOTS))
+            .filter(|&i| reads_slot(k, pattern.body_start, &skip, &walks, k.consts[i].0))
+            .collect();
         NativeMap {
             walks,
             skip,
@@ -187,6 +197,7 @@ impl NativeMap {
             zero_copy_load,
             direct_store,
             gid_slot,
+            splatted,
             def_at,
             last_use,
             dense_params,
@@ -366,14 +377,20 @@ impl NativeMap {
         let width = CHUNK.min(n.max(1));
         let chunks = n.div_ceil(width);
         let make_state = |s: &mut Scratch| {
-            s.file.clear();
-            s.file.resize(k.num_slots * width, 0);
-            for (i, &(slot, ty, _)) in k.consts.iter().enumerate() {
+            // Not cleared: a map reads no register before writing it (`recognize_map` takes no
+            // kernel with zero-initialized registers), so what an earlier launch left is never
+            // read, and zeroing the file cost as much as a small map's own work.
+            if s.file.len() < k.num_slots * width {
+                s.file.resize(k.num_slots * width, 0);
+            }
+            for &i in &self.splatted {
+                let (slot, ty, _) = k.consts[i];
                 let region = &mut s.file[slot as usize * width..(slot as usize + 1) * width];
                 fill_splat(region, const_bits[i], ty.size_bytes());
             }
-            s.idx.clear();
-            s.idx.resize(width, 0);
+            if s.idx.len() < width {
+                s.idx.resize(width, 0);
+            }
         };
         let run_chunk = |s: &mut Scratch, c: usize| {
             if failed.load(std::sync::atomic::Ordering::Relaxed) {
@@ -545,6 +562,33 @@ impl NativeMap {
         }
         !failed.load(std::sync::atomic::Ordering::Relaxed)
     }
+}
+
+/// True when an instruction of the map's body that runs natively reads `slot`: a computation's
+/// operand, a gather's index or a stored value. Contiguous loads and stores (at `%gid` or a copy
+/// of it) and walk loads address the chunk's elements from its start, and skipped instructions
+/// do not run.
+fn reads_slot(
+    k: &CpuKernel,
+    body_start: usize,
+    skip: &[bool],
+    walks: &[Option<WalkLoad>],
+    slot: Slot,
+) -> bool {
+    k.insts[body_start..]
+        .iter()
+        .enumerate()
+        .any(|(i, x)| match &x.op {
+            _ if skip[i] || walks[i].is_some() => false,
+            XOp::Compute { a, b, c, .. } => [a, b, c].contains(&&slot),
+            XOp::Load {
+                index,
+                contiguous: false,
+                ..
+            } => *index == slot,
+            XOp::Store { src, .. } => *src == slot,
+            _ => false,
+        })
 }
 
 /// `(constant index, is rem)` when `op` is a `div.u32` or `rem.u32` whose divisor is a scalar
