@@ -11,6 +11,7 @@ mod compile;
 mod deadline;
 mod device_lock;
 mod exec;
+mod fanout;
 mod gemm;
 mod lanes;
 mod memops;

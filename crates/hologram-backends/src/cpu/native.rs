@@ -4,9 +4,9 @@
 
 use hologram_compiler::patterns::MapPattern;
 use hologram_isa::{BinaryOp, Op, Special, Type};
-use rayon::prelude::*;
 
 use super::compile::{CpuKernel, Slot, XOp, MAX_CONST_SLOTS};
+use super::fanout::{self, Claims};
 use super::memops::ArrayView;
 use super::native_divide::InvariantDivisor;
 use super::native_walk::{self, WalkLoad};
@@ -538,28 +538,25 @@ impl NativeMap {
                 }
             }
         };
-        // A few contiguous runs of chunks per thread: each run sets up its registers once.
-        // Below PARALLEL_MIN elements, waking the pool costs more than the work.
-        let tasks = if n < PARALLEL_MIN || !parallel || !self.chunks_are_disjoint(globals, sizes, n)
-        {
-            1
-        } else {
-            chunks.min(rayon::current_num_threads() * 4).max(1)
-        };
-        let run_task = |t: usize| {
+        // Chunks are taken one at a time by the calling thread and, past PARALLEL_MIN elements,
+        // by rayon's workers as they wake (below it, waking them costs more than the work).
+        // Each participant sets up its registers once.
+        let helpers =
+            if n < PARALLEL_MIN || !parallel || !self.chunks_are_disjoint(globals, sizes, n) {
+                0
+            } else {
+                rayon::current_num_threads().saturating_sub(1)
+            };
+        let participant = |claims: &mut Claims<'_>| {
             let mut s = Scratch::take();
             make_state(&mut s);
-            for c in (t * chunks / tasks)..((t + 1) * chunks / tasks) {
+            while let Some(c) = claims.next_unit() {
                 run_chunk(&mut s, c);
             }
             s.put_back();
         };
-        if tasks == 1 {
-            run_task(0);
-        } else {
-            let ptr_safe = PtrSafe(&run_task);
-            (0..tasks).into_par_iter().for_each(|t| ptr_safe.call(t));
-        }
+        let ptr_safe = PtrSafe(&participant);
+        fanout::share(chunks, helpers, &|claims| ptr_safe.call(claims));
         !failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
@@ -652,12 +649,12 @@ fn fill_splat(region: &mut [u64], bits: u64, size: usize) {
     }
 }
 
-/// Lets the chunk closure (which captures raw buffer pointers) cross to rayon workers.
+/// Lets the participant closure (which captures raw buffer pointers) cross to rayon workers.
 struct PtrSafe<'a, F>(&'a F);
 
-impl<F: Fn(usize)> PtrSafe<'_, F> {
-    fn call(&self, task: usize) {
-        (self.0)(task)
+impl<F: Fn(&mut Claims<'_>)> PtrSafe<'_, F> {
+    fn call(&self, claims: &mut Claims<'_>) {
+        (self.0)(claims)
     }
 }
 // SAFETY: the closure only dereferences its buffer pointers for its own chunk's elements, and
