@@ -141,6 +141,60 @@ pub(crate) fn share(units: usize, helpers: usize, participant: &Participant<'_>)
     }
 }
 
+/// The items `0..n`, to run in runs of consecutive items on the calling thread and rayon's
+/// workers: the counterpart of rayon's `(0..n).into_par_iter()`, with the caller working.
+pub(crate) fn shared_range(items: std::ops::RangeTo<usize>) -> Items {
+    Items {
+        n: items.end,
+        min_len: 1,
+    }
+}
+
+/// See [`shared_range`].
+pub(crate) struct Items {
+    n: usize,
+    min_len: usize,
+}
+
+impl Items {
+    /// Runs of at least `min_len` items (all of them in one run when `min_len >= n`, which
+    /// then runs on the calling thread alone).
+    pub(crate) fn with_min_len(self, min_len: usize) -> Items {
+        Items {
+            min_len: min_len.max(1),
+            ..self
+        }
+    }
+
+    /// Runs `f(i)` for every item.
+    pub(crate) fn for_each(self, f: impl Fn(usize) + Sync) {
+        self.for_each_init(|| (), |_, i| f(i));
+    }
+
+    /// Runs `f(state, i)` for every item; `init` makes each participant's state once.
+    pub(crate) fn for_each_init<T>(
+        self,
+        init: impl Fn() -> T + Sync,
+        f: impl Fn(&mut T, usize) + Sync,
+    ) {
+        let Items { n, min_len } = self;
+        let runs = n.div_ceil(min_len);
+        share(
+            runs,
+            rayon::current_num_threads().saturating_sub(1),
+            &|claims| {
+                let mut state = None;
+                while let Some(run) = claims.next_unit() {
+                    let state = state.get_or_insert_with(&init);
+                    for i in run * min_len..((run + 1) * min_len).min(n) {
+                        f(state, i);
+                    }
+                }
+            },
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +214,25 @@ mod tests {
                     "{units} units, {helpers} helpers"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn runs_of_items_cover_the_range_once() {
+        for (n, min_len) in [(0, 4), (1, 4), (10, 3), (10, 10), (1000, 1)] {
+            let runs: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            let init = || 0usize;
+            let count = |seen: &mut usize, i: usize| {
+                *seen += 1;
+                runs[i].fetch_add(1, Ordering::Relaxed);
+            };
+            shared_range(..n)
+                .with_min_len(min_len)
+                .for_each_init(init, count);
+            assert!(
+                runs.iter().all(|r| r.load(Ordering::Relaxed) == 1),
+                "{n} items in runs of {min_len}"
+            );
         }
     }
 

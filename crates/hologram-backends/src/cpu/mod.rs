@@ -30,7 +30,6 @@ use std::sync::{Arc, Mutex};
 
 use hologram_compiler::patterns::Pattern;
 use hologram_compiler::Canonical;
-use rayon::prelude::*;
 
 pub use memory::CpuMemory;
 
@@ -338,9 +337,8 @@ impl Backend for CpuBackend {
                 run(&mut state, batch);
             }
         } else {
-            (0..batches)
-                .into_par_iter()
-                .for_each_init(|| BlockState::new(&ctx), |state, b| run(state, b));
+            fanout::shared_range(..batches as usize)
+                .for_each_init(|| BlockState::new(&ctx), |state, b| run(state, b as u64));
         }
         match first_error.into_inner() {
             Ok(Some(e)) => Err(e),
