@@ -373,8 +373,11 @@ impl NativeMap {
             } else {
                 Vec::new()
             };
-        // Small launches get a register file as wide as the launch, not a full chunk.
-        let width = CHUNK.min(n.max(1));
+        // Small launches get a register file as wide as the launch, not a full chunk; kernels
+        // with many registers get narrower chunks, so that the file stays with the thread
+        // (`KEEP_SCRATCH_WORDS`) instead of being allocated and zeroed again by every launch.
+        let fit = (KEEP_SCRATCH_WORDS / k.num_slots.max(1)).max(64) & !63;
+        let width = CHUNK.min(fit).min(n.max(1));
         let chunks = n.div_ceil(width);
         let make_state = |s: &mut Scratch| {
             // Not cleared: a map reads no register before writing it (`recognize_map` takes no
@@ -614,8 +617,9 @@ struct Scratch {
     ptrs: Vec<*mut u8>,
 }
 
-/// Register files up to this many words stay with the thread after a launch.
-const KEEP_SCRATCH_WORDS: usize = 1 << 15;
+/// Register files up to this many words (512 KiB) stay with the thread after a launch: full
+/// chunks for kernels of up to 16 registers, narrower ones past that.
+const KEEP_SCRATCH_WORDS: usize = 1 << 16;
 
 thread_local! {
     static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };

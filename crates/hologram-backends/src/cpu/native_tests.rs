@@ -38,6 +38,36 @@ fn map(body: &str) -> String {
     )
 }
 
+/// A map with more registers than fit in a full chunk's register file (so it runs in narrower
+/// chunks): a chain of 40 additions, then `%gid` added.
+fn wide_map() -> String {
+    let mut body = String::from("    ld.u32 %r0, a[%gid];\n");
+    for i in 1..=40 {
+        body += &format!("    add.u32 %r{i}, %r{}, {i};\n", i - 1);
+    }
+    body += "    add.u32 %s, %r40, %gid;\n    st.u32 c[%gid], %s;\n";
+    map(&body)
+}
+
+#[test]
+fn wide_maps_run_in_narrower_chunks() {
+    let b = CpuBackend::new();
+    let input: Vec<u32> = (0..N).map(|i| i.wrapping_mul(40_503)).collect();
+    for _ in 0..2 {
+        let before = b.stats().library_launches;
+        let out = launch_map(&b, &wide_map(), &input);
+        assert_eq!(
+            b.stats().library_launches,
+            before + 1,
+            "the native loop ran"
+        );
+        for (i, &v) in out.iter().enumerate() {
+            let expect = input[i].wrapping_add(40 * 41 / 2).wrapping_add(i as u32);
+            assert_eq!(v, expect, "element {i}");
+        }
+    }
+}
+
 #[test]
 fn gid_and_constants_reach_the_native_loop_wherever_they_are_read() {
     let b = CpuBackend::new();
