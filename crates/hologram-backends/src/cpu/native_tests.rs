@@ -68,11 +68,14 @@ fn wide_maps_run_in_narrower_chunks() {
     }
 }
 
+/// Each element's expected value, from its index.
+type Expected<'a> = Box<dyn Fn(u32) -> u32 + 'a>;
+
 #[test]
 fn gid_and_constants_reach_the_native_loop_wherever_they_are_read() {
     let b = CpuBackend::new();
     let input: Vec<u32> = (0..N).map(|i| i.wrapping_mul(2_654_435_761)).collect();
-    let cases: [(&str, Box<dyn Fn(u32) -> u32>); 5] = [
+    let cases: [(&str, Expected); 5] = [
         // Only loads and stores at %gid: the gid slot is never read.
         (
             "    ld.u32 %x, a[%gid];\n    add.u32 %y, %x, %x;\n    st.u32 c[%gid], %y;\n",
