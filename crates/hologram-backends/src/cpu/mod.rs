@@ -11,6 +11,7 @@ mod compile;
 mod deadline;
 mod device_lock;
 mod exec;
+mod fanout;
 mod gemm;
 mod lanes;
 mod memops;
@@ -29,7 +30,6 @@ use std::sync::{Arc, Mutex};
 
 use hologram_compiler::patterns::Pattern;
 use hologram_compiler::Canonical;
-use rayon::prelude::*;
 
 pub use memory::CpuMemory;
 
@@ -337,9 +337,8 @@ impl Backend for CpuBackend {
                 run(&mut state, batch);
             }
         } else {
-            (0..batches)
-                .into_par_iter()
-                .for_each_init(|| BlockState::new(&ctx), |state, b| run(state, b));
+            fanout::shared_range(..batches as usize)
+                .for_each_init(|| BlockState::new(&ctx), |state, b| run(state, b as u64));
         }
         match first_error.into_inner() {
             Ok(Some(e)) => Err(e),
@@ -413,3 +412,6 @@ impl CpuMemory {
 
 #[cfg(test)]
 mod soundness_tests;
+
+#[cfg(test)]
+mod native_tests;

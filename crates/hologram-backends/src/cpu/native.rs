@@ -4,9 +4,9 @@
 
 use hologram_compiler::patterns::MapPattern;
 use hologram_isa::{BinaryOp, Op, Special, Type};
-use rayon::prelude::*;
 
-use super::compile::{CpuKernel, Slot, XOp};
+use super::compile::{CpuKernel, Slot, XOp, MAX_CONST_SLOTS};
+use super::fanout::{self, Claims};
 use super::memops::ArrayView;
 use super::native_divide::InvariantDivisor;
 use super::native_walk::{self, WalkLoad};
@@ -25,7 +25,13 @@ pub(crate) struct NativeMap {
     zero_copy_load: Vec<bool>,
     /// Per body instruction: a store whose register can live in the output buffer.
     direct_store: Vec<bool>,
+    /// The `%gid` slot, when some instruction that runs reads it (an index computation, a
+    /// gather's index): only then does each chunk write the element indexes there. Loads and
+    /// stores at `%gid` address the chunk's range directly and never read the slot.
     gid_slot: Option<Slot>,
+    /// Constants (indexes into `CpuKernel::consts`) with a slot of their own that a running
+    /// instruction reads: each task splats only these (the guard's bound, for one, is not).
+    splatted: Vec<usize>,
     /// Per register: the body index of its (last) definition.
     def_at: Vec<usize>,
     /// Per register: the body index of its last read.
@@ -177,6 +183,10 @@ impl NativeMap {
         }
         let is_walk: Vec<bool> = walks.iter().map(Option::is_some).collect();
         let skip = native_walk::skippable(&feeds, &uses, &is_walk);
+        let gid_slot = gid_slot.filter(|&g| reads_slot(k, pattern.body_start, &skip, &walks, g));
+        let splatted = (0..k.consts.len().min(MAX_CONST_SLOTS))
+            .filter(|&i| reads_slot(k, pattern.body_start, &skip, &walks, k.consts[i].0))
+            .collect();
         NativeMap {
             walks,
             skip,
@@ -187,6 +197,7 @@ impl NativeMap {
             zero_copy_load,
             direct_store,
             gid_slot,
+            splatted,
             def_at,
             last_use,
             dense_params,
@@ -362,18 +373,27 @@ impl NativeMap {
             } else {
                 Vec::new()
             };
-        // Small launches get a register file as wide as the launch, not a full chunk.
-        let width = CHUNK.min(n.max(1));
+        // Small launches get a register file as wide as the launch, not a full chunk; kernels
+        // with many registers get narrower chunks, so that the file stays with the thread
+        // (`KEEP_SCRATCH_WORDS`) instead of being allocated and zeroed again by every launch.
+        let fit = (KEEP_SCRATCH_WORDS / k.num_slots.max(1)).max(64) & !63;
+        let width = CHUNK.min(fit).min(n.max(1));
         let chunks = n.div_ceil(width);
         let make_state = |s: &mut Scratch| {
-            s.file.clear();
-            s.file.resize(k.num_slots * width, 0);
-            for (i, &(slot, ty, _)) in k.consts.iter().enumerate() {
+            // Not cleared: a map reads no register before writing it (`recognize_map` takes no
+            // kernel with zero-initialized registers), so what an earlier launch left is never
+            // read, and zeroing the file cost as much as a small map's own work.
+            if s.file.len() < k.num_slots * width {
+                s.file.resize(k.num_slots * width, 0);
+            }
+            for &i in &self.splatted {
+                let (slot, ty, _) = k.consts[i];
                 let region = &mut s.file[slot as usize * width..(slot as usize + 1) * width];
                 fill_splat(region, const_bits[i], ty.size_bytes());
             }
-            s.idx.clear();
-            s.idx.resize(width, 0);
+            if s.idx.len() < width {
+                s.idx.resize(width, 0);
+            }
         };
         let run_chunk = |s: &mut Scratch, c: usize| {
             if failed.load(std::sync::atomic::Ordering::Relaxed) {
@@ -521,30 +541,54 @@ impl NativeMap {
                 }
             }
         };
-        // A few contiguous runs of chunks per thread: each run sets up its registers once.
-        // Below PARALLEL_MIN elements, waking the pool costs more than the work.
-        let tasks = if n < PARALLEL_MIN || !parallel || !self.chunks_are_disjoint(globals, sizes, n)
-        {
-            1
-        } else {
-            chunks.min(rayon::current_num_threads() * 4).max(1)
-        };
-        let run_task = |t: usize| {
+        // Chunks are taken one at a time by the calling thread and, past PARALLEL_MIN elements,
+        // by rayon's workers as they wake (below it, waking them costs more than the work).
+        // Each participant sets up its registers once.
+        let helpers =
+            if n < PARALLEL_MIN || !parallel || !self.chunks_are_disjoint(globals, sizes, n) {
+                0
+            } else {
+                rayon::current_num_threads().saturating_sub(1)
+            };
+        let participant = |claims: &mut Claims<'_>| {
             let mut s = Scratch::take();
             make_state(&mut s);
-            for c in (t * chunks / tasks)..((t + 1) * chunks / tasks) {
+            while let Some(c) = claims.next_unit() {
                 run_chunk(&mut s, c);
             }
             s.put_back();
         };
-        if tasks == 1 {
-            run_task(0);
-        } else {
-            let ptr_safe = PtrSafe(&run_task);
-            (0..tasks).into_par_iter().for_each(|t| ptr_safe.call(t));
-        }
+        let ptr_safe = PtrSafe(&participant);
+        fanout::share(chunks, helpers, &|claims| ptr_safe.call(claims));
         !failed.load(std::sync::atomic::Ordering::Relaxed)
     }
+}
+
+/// True when an instruction of the map's body that runs natively reads `slot`: a computation's
+/// operand, a gather's index or a stored value. Contiguous loads and stores (at `%gid` or a copy
+/// of it) and walk loads address the chunk's elements from its start, and skipped instructions
+/// do not run.
+fn reads_slot(
+    k: &CpuKernel,
+    body_start: usize,
+    skip: &[bool],
+    walks: &[Option<WalkLoad>],
+    slot: Slot,
+) -> bool {
+    k.insts[body_start..]
+        .iter()
+        .enumerate()
+        .any(|(i, x)| match &x.op {
+            _ if skip[i] || walks[i].is_some() => false,
+            XOp::Compute { a, b, c, .. } => [a, b, c].contains(&&slot),
+            XOp::Load {
+                index,
+                contiguous: false,
+                ..
+            } => *index == slot,
+            XOp::Store { src, .. } => *src == slot,
+            _ => false,
+        })
 }
 
 /// `(constant index, is rem)` when `op` is a `div.u32` or `rem.u32` whose divisor is a scalar
@@ -573,8 +617,9 @@ struct Scratch {
     ptrs: Vec<*mut u8>,
 }
 
-/// Register files up to this many words stay with the thread after a launch.
-const KEEP_SCRATCH_WORDS: usize = 1 << 15;
+/// Register files up to this many words (512 KiB) stay with the thread after a launch: full
+/// chunks for kernels of up to 16 registers, narrower ones past that.
+const KEEP_SCRATCH_WORDS: usize = 1 << 16;
 
 thread_local! {
     static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
@@ -608,12 +653,12 @@ fn fill_splat(region: &mut [u64], bits: u64, size: usize) {
     }
 }
 
-/// Lets the chunk closure (which captures raw buffer pointers) cross to rayon workers.
+/// Lets the participant closure (which captures raw buffer pointers) cross to rayon workers.
 struct PtrSafe<'a, F>(&'a F);
 
-impl<F: Fn(usize)> PtrSafe<'_, F> {
-    fn call(&self, task: usize) {
-        (self.0)(task)
+impl<F: Fn(&mut Claims<'_>)> PtrSafe<'_, F> {
+    fn call(&self, claims: &mut Claims<'_>) {
+        (self.0)(claims)
     }
 }
 // SAFETY: the closure only dereferences its buffer pointers for its own chunk's elements, and

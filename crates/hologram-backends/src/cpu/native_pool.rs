@@ -9,8 +9,8 @@ use half::{bf16, f16};
 use hologram_compiler::patterns::{PoolOp, PoolPattern};
 use hologram_isa::semantics::{Float, FromWide, ToWide};
 use hologram_isa::Type;
-use rayon::prelude::*;
 
+use super::fanout;
 use super::native_reduce::{widen, Args, Ptr};
 
 /// The geometry scalars of a launch.
@@ -231,8 +231,7 @@ where
     } else {
         planes
     };
-    (0..planes)
-        .into_par_iter()
+    fanout::shared_range(..planes)
         .with_min_len(min_planes)
         .for_each(move |k| {
             let (p0, p1, p2) = (p0, p1, p2);

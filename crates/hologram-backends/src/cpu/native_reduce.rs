@@ -9,8 +9,8 @@ use hologram_compiler::patterns::reduce_templates::{Combine, BLOCK};
 use hologram_compiler::patterns::{ReduceKind, ReducePattern};
 use hologram_isa::semantics::{convert, FromWide, Num, ToWide};
 use hologram_isa::Type;
-use rayon::prelude::*;
 
+use super::fanout;
 use super::memops::ArrayView;
 use crate::backend::LaunchConfig;
 
@@ -166,9 +166,14 @@ where
     let (xp, op) = (Ptr(x.base), Ptr(out.base));
     let c = p.combine;
     let acc_ty = p.acc;
-    let min_len = if a.parallel { 256 } else { n };
-    (0..n)
-        .into_par_iter()
+    // Each task reduces at least PARALLEL_MIN elements (and 256 outputs): waking the pool for
+    // less costs more.
+    let min_len = if a.parallel {
+        (super::native::PARALLEL_MIN / rlen.max(1)).max(256)
+    } else {
+        n
+    };
+    fanout::shared_range(..n)
         .with_min_len(min_len)
         .for_each(move |g| {
             let (xp, op) = (xp, op);
@@ -266,8 +271,7 @@ where
     } else {
         blocks
     };
-    (0..blocks)
-        .into_par_iter()
+    fanout::shared_range(..blocks)
         .with_min_len(min_blocks)
         .for_each(move |b| {
             let (xp, op, xixp, oixp) = (xp, op, xixp, oixp);

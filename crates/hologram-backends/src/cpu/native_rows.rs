@@ -11,8 +11,8 @@ use hologram_compiler::patterns::softmax_templates::{RowOp, PARTIALS, ROW_BLOCK}
 use hologram_compiler::patterns::RowPattern;
 use hologram_isa::semantics::{Float, FromWide, Num, ToWide};
 use hologram_isa::Type;
-use rayon::prelude::*;
 
+use super::fanout;
 use super::memops::ArrayView;
 use super::native_reduce::{fold, init, widen, Args, Ptr};
 use crate::backend::LaunchConfig;
@@ -246,8 +246,7 @@ where
     } else {
         rows
     };
-    (0..rows)
-        .into_par_iter()
+    fanout::shared_range(..rows)
         .with_min_len(min_rows)
         .for_each_init(
             || (vec![A::default(); g], Vec::with_capacity(cols)),
