@@ -412,4 +412,6 @@ impl CpuMemory {
 }
 
 #[cfg(test)]
+mod branchless_ulp_tests;
+#[cfg(test)]
 mod soundness_tests;
