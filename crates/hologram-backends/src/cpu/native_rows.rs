@@ -147,7 +147,13 @@ unsafe fn row<S, A>(
             // over them in the template's order.
             exps.clear();
             if op != RowOp::LogSoftmax {
-                exps.extend((0..cols).map(|c| A::sub(value(c), m)));
+                // (The plain row as its own loop: one that tests for attention per element
+                // does not vectorize.)
+                if op.is_attention() {
+                    exps.extend((0..cols).map(|c| A::sub(value(c), m)));
+                } else {
+                    exps.extend((0..cols).map(|c| A::sub(a(c), m)));
+                }
                 exp_in_place(exps);
                 lanes_fold(Combine::Sum, partial, cols, |c| exps[c]);
                 let s = group_tree(Combine::Sum, partial);
