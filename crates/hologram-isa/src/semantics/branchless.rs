@@ -6,9 +6,9 @@
 //! native loops or its interpreter, and the compiler folding a constant.
 //!
 //! Measured error against the correctly rounded result (the host's f64 function rounded once),
-//! by `crates/hologram-backends/src/cpu/branchless_ulp_tests.rs` over every f32 at a stride of 7
-//! and the special values: [`exp_f32`] 1 ulp, [`exp2_f32`] 1 ulp, [`sigmoid_f32`] 2 ulp,
-//! [`tanh_f32`] 1 ulp. The coefficients are weighted least-squares (near-minimax) fits,
+//! by `crates/hologram-backends/src/cpu/branchless_ulp_tests.rs` over every one of the 2^32
+//! f32 inputs (`HOLOGRAM_ULP_STRIDE=1`): [`exp_f32`] 1 ulp, [`exp2_f32`] 1 ulp, [`sigmoid_f32`]
+//! 2 ulp, [`tanh_f32`] 1 ulp. The coefficients are weighted least-squares (near-minimax) fits,
 //! rounded to f32.
 
 /// 1.5·2^23: adding it to a float of magnitude below 2^22 rounds that float to an integer (ties
@@ -17,7 +17,7 @@ const ROUNDER: f32 = 12_582_912.0;
 const LOG2_E: f32 = std::f32::consts::LOG2_E;
 /// ln 2 in two parts: `LN2_HI` has 9 significant bits, so `k·LN2_HI` is exact for the |k| ≤ 150
 /// that occur and `x - k·LN2_HI` is exact too (Sterbenz); `LN2_HI + LN2_LO` is ln 2 to 2^-33.
-const LN2_HI: f32 = 0.693_359_375;
+const LN2_HI: f32 = 355.0 / 512.0;
 const LN2_LO: f32 = -2.121_944_4e-4;
 /// exp(r) ≈ 1 + r + r²·q(r) on |r| ≤ ln2/2: q's coefficients, constant first (relative error
 /// of the approximation 4.7e-10).
@@ -29,9 +29,10 @@ const EXP_Q: [f32; 6] = [
     0.001_393_848,
     0.000_196_132_5,
 ];
-/// 2^f ≈ 1 + f·p(f) on |f| ≤ 1/2: p's coefficients, constant first.
+/// 2^f ≈ 1 + f·p(f) on |f| ≤ 1/2: p's coefficients, constant first (the fit's constant
+/// term rounds to ln 2's f32).
 const EXP2_P: [f32; 6] = [
-    0.693_147_2,
+    std::f32::consts::LN_2,
     0.240_226_48,
     0.055_503_324,
     0.009_618_437,
