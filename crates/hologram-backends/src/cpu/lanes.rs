@@ -691,6 +691,22 @@ macro_rules! dispatch {
     )*};
 }
 
+/// A one-operand lane function from every family this CPU can run (portable, and AVX2+FMA
+/// where present), named, whatever `HOLOGRAM_CPU_SIMD` says: for tests that hold the families
+/// to the same bits.
+#[cfg(test)]
+pub(crate) fn unary_fn_each_family(op: UnaryOp, ty: Type) -> Vec<(&'static str, LaneFn)> {
+    let mut v: Vec<(&'static str, LaneFn)> = portable::unary_fn(op, ty)
+        .map(|f| ("portable", f))
+        .into_iter()
+        .collect();
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        v.extend(avx2::unary_fn(op, ty).map(|f| ("avx2+fma", f)));
+    }
+    v
+}
+
 dispatch! {
     mov_fn(ty: Type);
     selp_fn(ty: Type);

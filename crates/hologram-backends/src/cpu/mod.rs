@@ -411,6 +411,8 @@ impl CpuMemory {
 }
 
 #[cfg(test)]
+mod branchless_ulp_tests;
+#[cfg(test)]
 mod soundness_tests;
 
 #[cfg(test)]

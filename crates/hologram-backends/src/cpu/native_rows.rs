@@ -3,16 +3,19 @@
 //! strided elements in element order, and the group combines the lanes' results with the
 //! template's fixed two-level order, so both paths give identical bits. Unlike the
 //! template, the forward softmax keeps each element's exponential from the sum pass instead of
-//! computing it again (the same function of the same value, so the same bits).
+//! computing it again (the same function of the same value, so the same bits), and every
+//! exponential of a row is taken in one vectorized lane loop before the sum folds them in the
+//! template's order.
 
 use half::{bf16, f16};
 use hologram_compiler::patterns::reduce_templates::Combine;
 use hologram_compiler::patterns::softmax_templates::{RowOp, PARTIALS, ROW_BLOCK};
 use hologram_compiler::patterns::RowPattern;
 use hologram_isa::semantics::{Float, FromWide, Num, ToWide};
-use hologram_isa::Type;
+use hologram_isa::{Type, UnaryOp};
 
 use super::fanout;
+use super::lanes;
 use super::memops::ArrayView;
 use super::native_reduce::{fold, init, widen, Args, Ptr};
 use crate::backend::LaunchConfig;
@@ -74,6 +77,21 @@ fn lanes_fold<A: Num>(
     }
 }
 
+/// `x ↦ e^x` over a row through the `exp` lane function (vectorized, with exactly the bits of
+/// `A::exp`, which the interpreter runs lane by lane).
+fn exp_in_place<A: Float>(xs: &mut [A]) {
+    match lanes::unary_fn(UnaryOp::Exp, A::TYPE) {
+        Some(f) => {
+            let p = xs.as_mut_ptr() as *mut u8;
+            // SAFETY: `xs` holds xs.len() aligned elements of `A::TYPE`, the lane function's
+            // type; destination and operand are the same slot exactly, which the contract
+            // allows.
+            unsafe { f(xs.len(), p, p, p, p, None) }
+        }
+        None => xs.iter_mut().for_each(|x| *x = A::exp(*x)),
+    }
+}
+
 /// Computes one row.
 ///
 /// # Safety
@@ -125,19 +143,27 @@ unsafe fn row<S, A>(
             lanes_fold(Combine::Max, partial, cols, value);
             let m = group_tree(Combine::Max, partial);
             partial.fill(zero);
+            // The exponentials first, all together (one vectorized lane loop), then the sum
+            // over them in the template's order.
+            exps.clear();
             if op != RowOp::LogSoftmax {
-                exps.clear();
-                lanes_fold(Combine::Sum, partial, cols, |c| {
-                    let e = A::exp(A::sub(value(c), m));
-                    exps.push(e);
-                    e
-                });
+                // (The plain row as its own loop: one that tests for attention per element
+                // does not vectorize.)
+                if op.is_attention() {
+                    exps.extend((0..cols).map(|c| A::sub(value(c), m)));
+                } else {
+                    exps.extend((0..cols).map(|c| A::sub(a(c), m)));
+                }
+                exp_in_place(exps);
+                lanes_fold(Combine::Sum, partial, cols, |c| exps[c]);
                 let s = group_tree(Combine::Sum, partial);
                 for (c, &e) in exps.iter().enumerate() {
                     put(c, A::div(e, s));
                 }
             } else {
-                lanes_fold(Combine::Sum, partial, cols, |c| A::exp(A::sub(a(c), m)));
+                exps.extend((0..cols).map(|c| A::sub(a(c), m)));
+                exp_in_place(exps);
+                lanes_fold(Combine::Sum, partial, cols, |c| exps[c]);
                 let lse = A::log(group_tree(Combine::Sum, partial));
                 for c in 0..cols {
                     put(c, A::sub(A::sub(a(c), m), lse));
@@ -164,8 +190,11 @@ unsafe fn row<S, A>(
             partial.fill(zero);
             lanes_fold(Combine::Sum, partial, cols, b);
             let s = group_tree(Combine::Sum, partial);
-            for c in 0..cols {
-                put(c, A::sub(b(c), A::mul(A::exp(a(c)), s)));
+            exps.clear();
+            exps.extend((0..cols).map(a));
+            exp_in_place(exps);
+            for (c, &e) in exps.iter().enumerate() {
+                put(c, A::sub(b(c), A::mul(e, s)));
             }
         }
     }

@@ -2,6 +2,7 @@
 
 use half::{bf16, f16};
 
+use super::branchless;
 use crate::types::Type;
 
 /// Operations every numeric type has. Integer arithmetic wraps; integer division by zero yields
@@ -144,7 +145,7 @@ pub trait Float: Num {
 }
 
 macro_rules! float_impl {
-    ($t:ty, $ty:ident, $erf:path) => {
+    ($t:ty, $ty:ident, $erf:path, $exp:path, $exp2:path, $tanh:path, $sigmoid:path) => {
         impl Num for $t {
             const TYPE: Type = Type::$ty;
             #[inline(always)]
@@ -212,11 +213,11 @@ macro_rules! float_impl {
             }
             #[inline(always)]
             fn exp(a: Self) -> Self {
-                a.exp()
+                $exp(a)
             }
             #[inline(always)]
             fn exp2(a: Self) -> Self {
-                a.exp2()
+                $exp2(a)
             }
             #[inline(always)]
             fn log(a: Self) -> Self {
@@ -252,11 +253,11 @@ macro_rules! float_impl {
             }
             #[inline(always)]
             fn tanh(a: Self) -> Self {
-                a.tanh()
+                $tanh(a)
             }
             #[inline(always)]
             fn sigmoid(a: Self) -> Self {
-                1.0 / (1.0 + (-a).exp())
+                $sigmoid(a)
             }
             #[inline(always)]
             fn erf(a: Self) -> Self {
@@ -286,8 +287,32 @@ macro_rules! float_impl {
     };
 }
 
-float_impl!(f32, F32, libm::erff);
-float_impl!(f64, F64, libm::erf);
+/// `1 / (1 + e^-x)`
+#[inline(always)]
+fn sigmoid_f64(a: f64) -> f64 {
+    1.0 / (1.0 + (-a).exp())
+}
+
+// f32's exp, exp2, tanh and sigmoid are branch-free so the CPU backend's lane loops vectorize
+// them (with the same bits as this definition everywhere); f64's are the host's.
+float_impl!(
+    f32,
+    F32,
+    libm::erff,
+    branchless::exp_f32,
+    branchless::exp2_f32,
+    branchless::tanh_f32,
+    branchless::sigmoid_f32
+);
+float_impl!(
+    f64,
+    F64,
+    libm::erf,
+    f64::exp,
+    f64::exp2,
+    f64::tanh,
+    sigmoid_f64
+);
 
 macro_rules! half_impl {
     ($t:ty, $ty:ident) => {
@@ -337,11 +362,11 @@ macro_rules! half_impl {
             }
             #[inline(always)]
             fn exp(a: Self) -> Self {
-                Self::from_f32(f32::exp(a.to_f32()))
+                Self::from_f32(<f32 as Float>::exp(a.to_f32()))
             }
             #[inline(always)]
             fn exp2(a: Self) -> Self {
-                Self::from_f32(f32::exp2(a.to_f32()))
+                Self::from_f32(<f32 as Float>::exp2(a.to_f32()))
             }
             #[inline(always)]
             fn log(a: Self) -> Self {
@@ -377,7 +402,7 @@ macro_rules! half_impl {
             }
             #[inline(always)]
             fn tanh(a: Self) -> Self {
-                Self::from_f32(f32::tanh(a.to_f32()))
+                Self::from_f32(<f32 as Float>::tanh(a.to_f32()))
             }
             #[inline(always)]
             fn sigmoid(a: Self) -> Self {
