@@ -375,13 +375,6 @@ impl Backend for WgpuBackend {
             opts.block = [codegen::map::MAP_BLOCK, 1, 1];
         }
         opts.dedicated = k.dedicated.filter(|d| d.fits(kern, config.block));
-        if matches!(opts.dedicated, Some(codegen::dedicated::Dedicated::Rows(_))) {
-            // The row kernels' dedicated form uses no subgroup operation, and NVIDIA's Vulkan
-            // compiler rejected the module (NVVM error 3, device lost) when its generic
-            // fallback kept the per-subgroup barrier bookkeeping; without subgroups it compiles
-            // and passes the row-kernel suites on an H200.
-            opts.subgroups = false;
-        }
         let key = pipeline_cache::key(&k.digest, &self.target, &opts);
         let pipeline = self.cache.get_or_build(key, || {
             let generated = generate(kern, &opts, &self.gpu.info.name)?;
