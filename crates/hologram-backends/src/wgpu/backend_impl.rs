@@ -374,20 +374,8 @@ impl Backend for WgpuBackend {
             opts.vector_map = true;
             opts.block = [codegen::map::MAP_BLOCK, 1, 1];
         }
-        opts.dedicated = k.dedicated.filter(|d| d.fits(kern, config.block));
-        if let Some(codegen::dedicated::Dedicated::Rows(p)) = opts.dedicated {
-            // NVIDIA's Vulkan compiler rejected the dedicated row modules generated with the
-            // adapter's 64-bit and subgroup features (NVVM error 3, then device lost, on an
-            // H200); generated as for a core-only adapter they compile and pass the row-kernel
-            // suites there. f64 rows need SHADER_F64, so they keep the generic form.
-            if p.storage == hologram_isa::Type::F64 {
-                opts.dedicated = None;
-            } else {
-                opts.int64 = false;
-                opts.float64 = false;
-                opts.int64_atomics = false;
-                opts.subgroups = false;
-            }
+        if let Some(d) = k.dedicated.filter(|d| d.fits(kern, config.block)) {
+            opts = d.options(opts);
         }
         let key = pipeline_cache::key(&k.digest, &self.target, &opts);
         let pipeline = self.cache.get_or_build(key, || {

@@ -20,9 +20,9 @@
 use std::fmt::Write;
 
 use hologram_compiler::patterns::{Pattern, ReduceKind, ReducePattern, RowPattern};
-use hologram_isa::{Kernel, ParamKind};
+use hologram_isa::{Kernel, ParamKind, Type};
 
-use super::{CodegenError, Gen};
+use super::{CodegenError, CodegenOptions, Gen};
 
 /// A kernel's library intent with a dedicated WGSL form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +41,26 @@ impl Dedicated {
             Pattern::Rows(p) => Some(Dedicated::Rows(*p)),
             _ => None,
         }
+    }
+
+    /// The options to generate this form with, from the adapter's launch options `opts`.
+    /// NVIDIA's Vulkan compiler rejected the dedicated row modules generated with an H200's
+    /// 64-bit and subgroup features (NVVM error 3, then device lost); generated as for a
+    /// core-only adapter they compile and pass the row-kernel suites there. f64 rows need
+    /// SHADER_F64, so they keep the generic form (`dedicated` stays unset).
+    pub fn options(self, mut opts: CodegenOptions) -> CodegenOptions {
+        match self {
+            Dedicated::Rows(p) if p.storage == Type::F64 => {}
+            Dedicated::Rows(_) => {
+                opts.int64 = false;
+                opts.float64 = false;
+                opts.int64_atomics = false;
+                opts.subgroups = false;
+                opts.dedicated = Some(self);
+            }
+            Dedicated::Reduce(_) => opts.dedicated = Some(self),
+        }
+        opts
     }
 
     /// True when a launch with workgroups of `block` lanes can take the dedicated form: the
