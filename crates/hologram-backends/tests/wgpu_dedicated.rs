@@ -12,23 +12,10 @@ use hologram_compiler::patterns::{ReduceKind, ReducePattern, RowPattern};
 use hologram_isa::semantics::Value;
 use hologram_isa::Type;
 
-fn backend() -> Option<hologram_backends::WgpuBackend> {
-    use hologram_backends::wgpu::adapter::{AdapterOptions, Api};
-    let opts = AdapterOptions {
-        api: Api::Vulkan,
-        allow_software: true,
-    };
-    match hologram_backends::WgpuBackend::with_options(&opts) {
-        Ok(b) => Some(b),
-        Err(e) if std::env::var("HOLOGRAM_WGPU_TESTS").as_deref() == Ok("skip") => {
-            eprintln!("skipped: {e}");
-            None
-        }
-        Err(e) => {
-            panic!("no Vulkan adapter: {e} (install lavapipe or set HOLOGRAM_WGPU_TESTS=skip)")
-        }
-    }
+mod common {
+    pub mod lavapipe;
 }
+use common::lavapipe::backend;
 
 fn u(v: u32) -> KernelArg {
     KernelArg::Scalar(Value::U32(v))

@@ -8,23 +8,10 @@ use hologram_isa::semantics::Value;
 
 const AXPY: &str = ".kernel axpy\n.param .buf.f32 x\n.param .buf.f32 y\n.param .buf.f32 out .rw\n.param .f32 a\n.param .u32 n\n    setp.ge.u32 %p, %gid, n;\n@%p exit;\n    ld.f32 %x, x[%gid];\n    ld.f32 %y, y[%gid];\n    mul.f32 %t, %x, a;\n    add.f32 %z, %t, %y;\n    st.f32 out[%gid], %z;\n";
 
-fn backend() -> Option<hologram_backends::WgpuBackend> {
-    use hologram_backends::wgpu::adapter::{AdapterOptions, Api};
-    let opts = AdapterOptions {
-        api: Api::Vulkan,
-        allow_software: true,
-    };
-    match hologram_backends::WgpuBackend::with_options(&opts) {
-        Ok(b) => Some(b),
-        Err(e) if std::env::var("HOLOGRAM_WGPU_TESTS").as_deref() == Ok("skip") => {
-            eprintln!("skipped: {e}");
-            None
-        }
-        Err(e) => {
-            panic!("no Vulkan adapter: {e} (install lavapipe or set HOLOGRAM_WGPU_TESTS=skip)")
-        }
-    }
+mod common {
+    pub mod lavapipe;
 }
+use common::lavapipe::backend;
 
 fn upload(b: &dyn Backend, v: &[f32]) -> Memory {
     let m = b.allocate(4 * v.len()).expect("allocate");

@@ -9,23 +9,10 @@ use hologram_isa::semantics::Value;
 
 const ADD_AT: &str = ".kernel add_at\n.param .buf.u32 y .rw\n.param .u32 i\n.param .u32 v\n    setp.ne.u32 %p, %gid, 0;\n@%p exit;\n    ld.u32 %x, y[i];\n    add.u32 %x, %x, v;\n    st.u32 y[i], %x;\n";
 
-fn backend() -> Option<hologram_backends::WgpuBackend> {
-    use hologram_backends::wgpu::adapter::{AdapterOptions, Api};
-    let opts = AdapterOptions {
-        api: Api::Vulkan,
-        allow_software: true,
-    };
-    match hologram_backends::WgpuBackend::with_options(&opts) {
-        Ok(b) => Some(b),
-        Err(e) if std::env::var("HOLOGRAM_WGPU_TESTS").as_deref() == Ok("skip") => {
-            eprintln!("skipped: {e}");
-            None
-        }
-        Err(e) => {
-            panic!("no Vulkan adapter: {e} (install lavapipe or set HOLOGRAM_WGPU_TESTS=skip)")
-        }
-    }
+mod common {
+    pub mod lavapipe;
 }
+use common::lavapipe::backend;
 
 fn zeros(b: &dyn Backend, n: usize) -> Memory {
     let m = b.allocate(4 * n).expect("allocate");
