@@ -15,15 +15,7 @@ use hologram_isa::{Program, Type};
 /// float types and group sizes.
 fn templates() -> Vec<(String, Program)> {
     let mut out = Vec::new();
-    let combines = [
-        Combine::Sum,
-        Combine::Prod,
-        Combine::Max,
-        Combine::Min,
-        Combine::ArgMax,
-        Combine::ArgMin,
-    ];
-    for c in combines {
+    for c in Combine::ALL {
         for (s, a, o) in [
             (Type::F32, Type::F32, Type::F32),
             (Type::F16, Type::F32, Type::F16),

@@ -76,14 +76,7 @@ pub fn recognize_reduce(k: &Kernel) -> Option<ReducePattern> {
     let mine = structural_text(k);
     let accs = [storage, Type::F32, Type::F64, Type::I64, Type::U64];
     for kind in kinds {
-        for combine in [
-            Combine::Sum,
-            Combine::Prod,
-            Combine::Max,
-            Combine::Min,
-            Combine::ArgMax,
-            Combine::ArgMin,
-        ] {
+        for combine in Combine::ALL {
             for acc in accs {
                 let outs: &[Type] = if combine.is_arg() { &[acc] } else { &[out_ty] };
                 for &out in outs {

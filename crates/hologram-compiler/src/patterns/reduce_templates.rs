@@ -39,6 +39,16 @@ pub enum Combine {
 }
 
 impl Combine {
+    /// Every combine, in declaration order.
+    pub const ALL: [Combine; 6] = [
+        Combine::Sum,
+        Combine::Prod,
+        Combine::Max,
+        Combine::Min,
+        Combine::ArgMax,
+        Combine::ArgMin,
+    ];
+
     /// True for argmax and argmin.
     pub fn is_arg(self) -> bool {
         matches!(self, Combine::ArgMax | Combine::ArgMin)
@@ -424,14 +434,7 @@ mod tests {
 
     #[test]
     fn kernels_validate_and_carry_their_intent() {
-        for c in [
-            Combine::Sum,
-            Combine::Prod,
-            Combine::Max,
-            Combine::Min,
-            Combine::ArgMax,
-            Combine::ArgMin,
-        ] {
+        for c in Combine::ALL {
             for (s, a, o) in [
                 (Type::F32, Type::F32, Type::F32),
                 (Type::F16, Type::F32, Type::F16),

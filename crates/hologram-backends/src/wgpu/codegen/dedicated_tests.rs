@@ -37,14 +37,7 @@ fn options(block: u32, checks: bool, fast: bool, d: Dedicated) -> CodegenOptions
 
 fn reductions() -> Vec<ReducePattern> {
     let mut out = Vec::new();
-    for combine in [
-        Combine::Sum,
-        Combine::Prod,
-        Combine::Max,
-        Combine::Min,
-        Combine::ArgMax,
-        Combine::ArgMin,
-    ] {
+    for combine in Combine::ALL {
         for (storage, acc, o) in [
             (Type::F32, Type::F32, Type::F32),
             (Type::F16, Type::F32, Type::F16),
