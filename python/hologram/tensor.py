@@ -146,6 +146,12 @@ class Tensor:
         """A copy converted to ``dtype``."""
         return Tensor._wrap(self._t.cast(native_name(dtype)))
 
+    @property
+    def is_lazy(self) -> bool:
+        """True while the tensor is a pending element-wise expression (nothing has run yet; it
+        runs when its elements are needed, fused with what reads it)."""
+        return bool(self._t.is_lazy)
+
     def realize(self) -> "Tensor":
         """Runs any pending expression."""
         r = _new_object(Tensor)
@@ -355,6 +361,12 @@ class Tensor:
         """Writes this tensor (broadcast and converted to ``out``'s dtype) into ``out``, which
         may be any view (a slice of a larger tensor, a plan's input): ``out[...] = self``."""
         self._t.copy_into(out._t)
+
+    @staticmethod
+    def realize_all(values: "Sequence[Tensor]") -> None:
+        """Runs the pending expressions of ``values``: those of one shape computed from shared
+        inputs (a pre-activation and its activation) as one kernel with an output each."""
+        _native.Tensor.realize_all([v._t for v in values])
 
     @staticmethod
     def assign_all(values: "Sequence[Tensor]", destinations: "Sequence[Tensor]") -> None:

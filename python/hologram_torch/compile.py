@@ -166,22 +166,46 @@ def _view_of_input(n):
     return isinstance(b, torch.fx.Node) and b.op == "placeholder"
 
 
+def _stores(u, outputs: bool) -> bool:
+    """True when user ``u`` of a value stores it (looking through views): an op that is not
+    element-wise, or (with ``outputs``) the graph's output."""
+    if u.op == "output":
+        return outputs
+    if u.op != "call_function":
+        return False
+    if u.target in _VIEW_OPS:
+        return any(_stores(w, outputs) for w in u.users)
+    return torch.Tag.pointwise not in getattr(u.target, "tags", ())
+
+
 def _stored_once(n) -> bool:
     """True when node ``n``'s value is worth storing as soon as it is made: it has several users
     and one of them (looking through views) is not element-wise, so it is stored for that user
     anyway; the element-wise users then read it instead of inlining its expression again (a
     residual stream recomputed as a growing sum of every layer's branch at each layer)."""
-    if len(n.users) < 2:
-        return False
+    return len(n.users) >= 2 and any(_stores(u, False) for u in n.users)
 
-    def stores(u) -> bool:
-        if u.op != "call_function":
-            return False
-        if u.target in _VIEW_OPS:
-            return any(stores(w) for w in u.users)
-        return torch.Tag.pointwise not in getattr(u.target, "tags", ())
 
-    return any(stores(u) for u in n.users)
+def _stored_later(n) -> bool:
+    """True when node ``n``'s value will be stored: it is a graph output, or a user (looking
+    through views) is not element-wise."""
+    return any(_stores(u, True) for u in n.users)
+
+
+def _stored_with(n, env: dict) -> list:
+    """The pending values that run in one kernel with element-wise node ``n``'s, which a later
+    op (not the graph's output, whose values may be written in place) stores: its pending
+    operands of the same shape that are stored later too (a linear layer's output plus bias,
+    saved for the backward pass, and the activation of it that the next layer reads). Empty
+    when ``n`` is not such a node."""
+    if n.op != "call_function" or torch.Tag.pointwise not in getattr(n.target, "tags", ()):
+        return []
+    value = env[n]
+    if not isinstance(value, hg.Tensor) or not value.is_lazy or not any(_stores(u, False) for u in n.users):
+        return []
+    return [env[a] for a in n.all_input_nodes
+            if isinstance(env.get(a), hg.Tensor) and env[a].is_lazy and env[a].shape == value.shape
+            and _stored_later(a)]
 
 
 def interpret(nodes, values: dict) -> dict:
@@ -200,7 +224,10 @@ def interpret(nodes, values: dict) -> dict:
                 env[n] = fn(*a, **k)
             finally:
                 lowering.CTX.node = None
-            if isinstance(env[n], hg.Tensor) and _stored_once(n):
+            partners = _stored_with(n, env)
+            if partners:
+                hg.Tensor.realize_all([env[n], *partners])
+            elif isinstance(env[n], hg.Tensor) and _stored_once(n):
                 env[n] = env[n].realize()
         elif n.op == "get_attr":
             raise lowering.NoLowering(f"a get_attr node ({n.target})")

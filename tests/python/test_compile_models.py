@@ -84,6 +84,33 @@ def test_training_matches_eager_with_zero_fallbacks_and_reused_plans(name):
     assert after["replays"] >= stats["replays"] + 4
 
 
+def test_a_saved_pre_activation_runs_in_one_kernel_with_its_activation(monkeypatch):
+    """Training a Linear-GELU-Linear stack: the forward graph saves the first layer's output
+    (plus bias) for GELU's backward and feeds GELU of it to the second layer. Both come out of
+    one kernel, one launch fewer than storing them one by one."""
+    import hologram_torch.compile as compile_module
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    x = torch.randn(16, 32)
+    ex = default_executor(torch.device("cpu"))
+
+    def forward_launches() -> tuple:
+        torch._dynamo.reset()
+        compiled = torch.compile(copy.deepcopy(model), backend="hologram")
+        compiled(x).sum().backward()
+        before = ex.stats()["launches"]
+        out = compiled(x)
+        return ex.stats()["launches"] - before, out
+
+    together, out = forward_launches()
+    monkeypatch.setattr(compile_module, "_stored_with", lambda n, env: [])
+    apart, ref = forward_launches()
+    assert together == apart - 1, (together, apart)
+    assert torch.equal(out, ref)
+    assert rel(out.detach(), model(x).detach()) < 1e-5
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_inference_matches_eager_with_zero_fallbacks(name):
     base, x, _, _, _ = case(name)

@@ -933,6 +933,53 @@ fn element_wise_chains_fuse_into_one_launch() {
 }
 
 #[test]
+fn a_reshaped_pending_expression_fuses_and_runs_once() {
+    // A linear layer's bias add viewed back to [batch, tokens, features], then an activation:
+    // one kernel. The expression and its reshape share one result.
+    for exec in executors() {
+        let x = Tensor::rand(&exec, &[6, 8], 1, DType::F32)
+            .unwrap()
+            .realize()
+            .unwrap();
+        let bias = Tensor::rand(&exec, &[8], 2, DType::F32)
+            .unwrap()
+            .realize()
+            .unwrap();
+        let before = exec.launch_count();
+        let sum = x.add(&bias).unwrap();
+        let viewed = sum.reshape(&[2, 3, 8]).unwrap();
+        assert!(viewed.is_lazy(), "{}", exec.backend_type());
+        let out = viewed.relu().unwrap();
+        let v = out.to_vec::<f32>().unwrap();
+        assert_eq!(
+            exec.launch_count() - before,
+            1,
+            "relu(view(x + b)) is one kernel"
+        );
+        let (xv, bv) = (x.to_vec::<f32>().unwrap(), bias.to_vec::<f32>().unwrap());
+        for i in 0..48 {
+            assert_eq!(v[i], (xv[i] + bv[i % 8]).max(0.0));
+        }
+        // Realizing the view realizes the expression too: one more kernel, not two.
+        let before = exec.launch_count();
+        let stored = viewed.realize().unwrap();
+        assert!(!sum.is_lazy());
+        assert_eq!(stored.shape(), &[2, 3, 8]);
+        assert_eq!(
+            sum.to_vec::<f32>().unwrap(),
+            stored.to_vec::<f32>().unwrap()
+        );
+        assert_eq!(exec.launch_count() - before, 1);
+        // A view whose inputs cannot take the new shape (a transposed input) still works.
+        let t = x.t().unwrap().add(&x.t().unwrap()).unwrap();
+        let flat = t.reshape(&[48]).unwrap().to_vec::<f32>().unwrap();
+        for (i, f) in flat.iter().enumerate() {
+            assert_eq!(*f, 2.0 * xv[(i % 6) * 8 + i / 6]);
+        }
+    }
+}
+
+#[test]
 fn library_paths_and_the_interpreter_agree_bit_for_bit() {
     // Recognized maps and reductions run natively on the CPU; the interpreter runs the same
     // kernels instruction by instruction. Both must give identical bits.

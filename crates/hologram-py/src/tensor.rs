@@ -274,6 +274,20 @@ impl PyTensor {
         run(py, t.executor(), work(&[t, o]), || t.copy_into(o))
     }
 
+    /// Runs the pending expressions of several tensors; those of one shape over shared inputs
+    /// as one kernel (see `Tensor::realize_all`).
+    #[staticmethod]
+    fn realize_all(py: Python<'_>, tensors: Vec<PyRef<'_, PyTensor>>) -> PyRes<()> {
+        let ts: Vec<Tensor> = tensors.iter().map(|t| t.t.clone()).collect();
+        let Some(first) = ts.first() else {
+            return Ok(());
+        };
+        let exec = first.executor().clone();
+        let refs: Vec<&Tensor> = ts.iter().collect();
+        let elements = work(&refs);
+        run(py, &exec, elements, || Tensor::realize_all(&refs))
+    }
+
     /// Overwrites each destination with its new value, every new value computed from the old
     /// ones (a parallel assignment; see `Tensor::assign_all`): `new` and `dst` are lists of the
     /// same length.

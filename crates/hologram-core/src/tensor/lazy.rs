@@ -44,7 +44,9 @@ pub(crate) struct LazyTensor {
     root: NodeId,
     inputs: Vec<Input>,
     shape: Dims,
-    done: Mutex<Option<Arc<Storage>>>,
+    /// The result once run: shared with the expression's reshapes ([`LazyTensor::reshaped`]),
+    /// whose contiguous results are the same elements in the same order.
+    done: Arc<Mutex<Option<Arc<Storage>>>>,
 }
 
 /// A tensor's part in a new expression: its graph (one input node for a stored tensor), root
@@ -124,7 +126,7 @@ impl Operand {
             root: self.root,
             inputs: self.inputs,
             shape: Dims::from_slice(shape),
-            done: Mutex::new(None),
+            done: Arc::new(Mutex::new(None)),
         }
     }
 }
@@ -223,8 +225,36 @@ impl LazyTensor {
             root,
             inputs,
             shape: Dims::from_slice(shape),
-            done: Mutex::new(None),
+            done: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// The same expression with another shape of as many elements, evaluated at most once
+    /// together with this one (they share the result): the inputs take the new shape as views
+    /// (`Layout::reshape`). `None` when an input's layout has no such view, or when the
+    /// expression reads element positions (`arange`, random numbers) that depend on the shape.
+    pub fn reshaped(&self, shape: &[usize]) -> Option<LazyTensor> {
+        if self.graph.reads_positions() {
+            return None;
+        }
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|i| {
+                Some(Input {
+                    storage: i.storage.clone(),
+                    layout: i.layout.reshape(shape)?,
+                    dtype: i.dtype,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(LazyTensor {
+            graph: self.graph.clone(),
+            root: self.root,
+            inputs,
+            shape: Dims::from_slice(shape),
+            done: self.done.clone(),
+        })
     }
 
     /// True when the expression is too large to extend.
@@ -249,6 +279,15 @@ impl LazyTensor {
 
     pub fn is_done(&self) -> bool {
         self.done.lock().map(|d| d.is_some()).unwrap_or(false)
+    }
+
+    /// Records `storage` (contiguous, of the expression's elements, computed elsewhere) as the
+    /// result, unless one was already recorded.
+    pub fn set_done(&self, storage: Arc<Storage>) {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        if done.is_none() {
+            *done = Some(storage);
+        }
     }
 
     /// Runs the expression once into new contiguous storage.

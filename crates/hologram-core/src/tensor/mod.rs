@@ -5,6 +5,7 @@ mod assign;
 pub(crate) mod expr;
 pub mod layout;
 pub(crate) mod lazy;
+mod realize_all;
 mod views;
 
 use std::sync::Arc;

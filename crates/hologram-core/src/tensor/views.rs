@@ -15,9 +15,19 @@ impl Tensor {
     /// the tensor is not contiguous.
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         let shape = layout::infer_shape(shape, self.numel())?;
-        if let Source::Lazy(_) = &self.src {
+        if let Source::Lazy(l) = &self.src {
             if self.is_lazy() {
-                // A pending expression's result is contiguous: reshape it after running.
+                // A pending expression stays pending with its inputs reshaped, so it can fuse
+                // with what reads the new shape (a linear layer's bias add, viewed back to
+                // [batch, tokens, features], with the next element-wise op).
+                if let Some(r) = l.reshaped(&shape) {
+                    return Ok(Tensor {
+                        layout: Layout::contiguous(&shape),
+                        src: Source::Lazy(std::sync::Arc::new(r)),
+                        ..self.clone()
+                    });
+                }
+                // Else its result is contiguous: reshape it after running.
                 let t = self.realize()?;
                 return t.reshape(&shape.iter().map(|&d| d as isize).collect::<Vec<_>>());
             }
