@@ -62,6 +62,11 @@ def main() -> None:
             gpu_total = sum(e.self_device_time_total for e in kernels) / args.steps / 1e3
             launches = sum(e.count for e in kernels) / args.steps
             print(f"GPU busy {gpu_total:.3f} ms per step, {launches:.0f} device events per step")
+            if args.device == "cuda":
+                busy, span, count = device_timeline(prof)
+                print(f"device timeline: {busy / args.steps:.3f} ms busy of {span / args.steps:.3f} ms "
+                      f"per step ({count / args.steps:.0f} kernels and copies per step; the rest is "
+                      "the device waiting for the host)")
             print(averages.table(sort_by=sort_key, row_limit=args.top, max_name_column_width=70))
             if args.plan_profile:
                 reports = list(hologram_torch.plan_profiles())
@@ -70,6 +75,28 @@ def main() -> None:
                 TRAIN_STEPS.clear()
                 for kind, report in reports:
                     print(f"--- plan profile ({kind}) ---\n{report}")
+
+
+def device_timeline(prof) -> tuple[float, float, int]:
+    """(busy ms, first start to last end ms, events) of the device's own events (kernels,
+    copies, memsets): unlike the table's totals, operator rows and annotations that enclose
+    kernels are not counted again."""
+    from torch.autograd import DeviceType
+
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start
+        and not e.name.startswith(("Compiled", "Optimizer", "Activity", "ProfilerStep"))
+    )
+    busy, cursor = 0.0, float("-inf")
+    for start, end in spans:
+        if end > cursor:
+            busy += end - max(start, cursor)
+            cursor = end
+    if not spans:
+        return 0.0, 0.0, 0
+    return busy / 1e3, (cursor - spans[0][0]) / 1e3, len(spans)
 
 
 # compile_step objects made here (their plans' profiles are printed with --plan-profile).

@@ -26,7 +26,7 @@ TESTS_JSON=$(mktemp)
 cargo test --release -p hologram-backends --features cuda --no-run \
     --test cuda_gpu --test cuda_codegen --message-format=json >"$TESTS_JSON"
 cargo test --release -p hologram-core --features cuda,wgpu --no-run --test ops --test reduce_softmax \
-    --test plan --test index --test norm --test conv --test gemm_shapes --message-format=json >>"$TESTS_JSON"
+    --test plan --test index --test norm --test conv --test attention --test gemm_shapes --message-format=json >>"$TESTS_JSON"
 TEST_EXES=$(python3 - "$TESTS_JSON" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
@@ -34,7 +34,7 @@ for line in open(sys.argv[1]):
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("cuda_gpu", "cuda_codegen", "ops", "reduce_softmax", "plan", "index", "norm", "conv", "gemm_shapes"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("cuda_gpu", "cuda_codegen", "ops", "reduce_softmax", "plan", "index", "norm", "conv", "attention", "gemm_shapes"):
         print(m["target"]["name"] + "=" + m["executable"])
 EOF
 )

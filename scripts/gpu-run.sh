@@ -158,8 +158,9 @@ if [ -x "$BUNDLE/reduce_softmax" ]; then
 fi
 
 # Plans (CUDA graphs), gather/scatter, fused layer norm, convolutions (cuDNN, then im2col
-# with cuDNN turned off) on CUDA (the fast-path suite stays out: the bundle must fit 64 MiB).
-for t in plan index norm conv; do
+# with cuDNN turned off), attention (outer-batched GEMMs)
+# on CUDA (the fast-path suite stays out: the bundle must fit 64 MiB).
+for t in plan index norm conv attention; do
     if [ -x "$BUNDLE/$t" ]; then
         if HOLOGRAM_TEST_BACKENDS=cuda step "core-$t" 120 "$BUNDLE/$t" --test-threads=2; then s=ok; else s=FAIL; fi
         record "core tests/$t.rs on CUDA" "$s" "$(grep -E '^test result' "$SCRATCH/core-$t.out" | tr '\n' ' ')"

@@ -383,6 +383,22 @@ pub trait Library: Send + Sync {
     /// `C = alpha · op(A) · op(B) + beta · C` (see [`GemmDesc`]).
     fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()>;
 
+    /// Whether [`Library::gemm`] runs descriptors with an outer batch
+    /// ([`crate::library::OuterBatch`]) as one call (cuBLAS through pointer arrays). The default
+    /// says no: such libraries run an outer batch as a loop of calls
+    /// ([`GemmDesc::for_each_outer`]), and callers may prefer packing the operands into one
+    /// strided batch.
+    fn gemm_outer_in_one_call(&self) -> bool {
+        false
+    }
+
+    /// Whether [`Library::gemm`] is a vendor BLAS (cuBLAS), which also runs matrix-vector
+    /// products (`m == 1`) at memory speed: callers may then sum over a leading axis as a
+    /// product with a vector of ones. The default says no.
+    fn vendor_blas(&self) -> bool {
+        false
+    }
+
     /// Whether [`Library::conv`] runs this pass of this convolution with a vendor library
     /// (cuDNN on CUDA). The default says no: callers lower the convolution to `im2col` and GEMM.
     fn supports_conv(
@@ -472,6 +488,18 @@ impl dyn Backend + '_ {
             Some(library) => library.gemm(desc, a, b, c),
             None => crate::library::gemm::generic_gemm(self, desc, a, b, c),
         }
+    }
+
+    /// Whether the backend's GEMM is a vendor BLAS (see [`Library::vendor_blas`]).
+    pub fn vendor_blas(&self) -> bool {
+        self.library().is_some_and(|library| library.vendor_blas())
+    }
+
+    /// Whether [`gemm`](#method.gemm) runs a descriptor with an outer batch as one call (see
+    /// [`Library::gemm_outer_in_one_call`]); where not, a loop of calls.
+    pub fn gemm_outer_in_one_call(&self) -> bool {
+        self.library()
+            .is_some_and(|library| library.gemm_outer_in_one_call())
     }
 
     /// Whether [`conv`](#method.conv) runs this pass of this convolution with a vendor library;

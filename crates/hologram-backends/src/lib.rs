@@ -46,6 +46,6 @@ pub use backend::{
 pub use backend_type::BackendType;
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};
-pub use library::{ConvDesc, ConvPass, GemmDesc, GemmPrecision};
+pub use library::{ConvDesc, ConvPass, GemmDesc, GemmPrecision, OuterBatch};
 #[cfg(feature = "wgpu")]
 pub use wgpu::WgpuBackend;

@@ -12,6 +12,7 @@ use hologram_isa::Kernel;
 use crate::alloc::{AllocatorStats, CachingAllocator};
 use crate::backend_type::{self, BackendType};
 use crate::buffer::Buffer;
+use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::plan::step::{Recorder, Step};
@@ -95,6 +96,10 @@ pub(crate) struct Inner {
     /// one comes back as another plan's input (through DLPack, as another library's tensor),
     /// that plan reads the buffer itself, not the import.
     plan_buffers: Mutex<HashMap<u64, PlanBuffer>>,
+    /// Vectors of ones by dtype (the longest made so far), for sums as GEMMs
+    /// ([`Executor::ones_vector`]). Raw backend memory, outside the allocator: plans that read
+    /// one keep it alive through their steps, and nothing writes it after it is filled.
+    ones: Mutex<Vec<(DType, hologram_backends::Memory)>>,
 }
 
 /// Runs kernels on one backend. Cheap to clone (clones share the backend, allocator and cache).
@@ -134,6 +139,7 @@ impl Executor {
                 recorder: Mutex::new(None),
                 recording: std::sync::atomic::AtomicBool::new(false),
                 plan_buffers: Mutex::new(HashMap::new()),
+                ones: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -280,6 +286,61 @@ impl Executor {
             c: c.clone(),
         });
         Ok(())
+    }
+
+    /// Whether [`Executor::gemm`] runs a descriptor with an outer batch
+    /// ([`hologram_backends::OuterBatch`]) as one call (cuBLAS); where not, as a loop of calls.
+    pub fn gemm_outer_in_one_call(&self) -> bool {
+        self.inner.backend.gemm_outer_in_one_call()
+    }
+
+    /// `len` ones of a float `dtype` in device memory that stays unchanged, as a GEMM operand
+    /// (sums over an axis as products with it). Made once per dtype and length class.
+    pub(crate) fn ones_vector(
+        &self,
+        dtype: DType,
+        len: usize,
+    ) -> Result<hologram_backends::BufferArg> {
+        let one: &[u8] = match dtype {
+            DType::F32 => &[0x00, 0x00, 0x80, 0x3f],
+            DType::F64 => &[0, 0, 0, 0, 0, 0, 0xf0, 0x3f],
+            DType::F16 => &[0x00, 0x3c],
+            DType::BF16 => &[0x80, 0x3f],
+            other => {
+                return Err(Error::Internal(format!(
+                    "a vector of ones for GEMMs of {other}"
+                )))
+            }
+        };
+        let bytes = len * one.len();
+        let mut ones = self.inner.ones.lock().unwrap_or_else(|p| p.into_inner());
+        let have = ones
+            .iter()
+            .find(|(d, m)| *d == dtype && m.size() >= bytes)
+            .map(|(_, m)| m.clone());
+        let memory = match have {
+            Some(m) => m,
+            None => {
+                let elements = len.max(4096).next_power_of_two();
+                let memory = self.inner.backend.allocate(elements * one.len())?;
+                self.inner
+                    .backend
+                    .copy_in(&memory, 0, &one.repeat(elements))?;
+                ones.retain(|(d, _)| *d != dtype);
+                ones.push((dtype, memory.clone()));
+                memory
+            }
+        };
+        Ok(hologram_backends::BufferArg {
+            memory,
+            offset: 0,
+            len: bytes,
+        })
+    }
+
+    /// Whether the backend's GEMM is a vendor BLAS (cuBLAS), fast for matrix-vector products.
+    pub fn has_vendor_blas(&self) -> bool {
+        self.inner.backend.vendor_blas()
     }
 
     /// Runs one convolution pass through the backend's library (see

@@ -1,14 +1,15 @@
 //! `Library::gemm` on awkward descriptors, on every backend of `HOLOGRAM_TEST_BACKENDS`: sizes
 //! off every tile edge (1×1×1, 65×33×17, sizes just past 128), all four transposes, padded
 //! leading dimensions, batches with gaps between matrices, ranges at aligned and unaligned
-//! offsets inside larger buffers, alpha/beta (C unread when beta is 0), k = 0, and
-//! out-of-range descriptors rejected with an error value. Each f32 result is compared with an f64
+//! offsets inside larger buffers, outer batches (attention's interleaved heads among them),
+//! alpha/beta (C unread when beta is 0), k = 0, and out-of-range descriptors rejected with an
+//! error value. Each f32 result is compared with an f64
 //! host reference and with the CPU backend's result.
 
 mod common;
 
 use common::*;
-use hologram_backends::{Backend, BufferArg, GemmDesc};
+use hologram_backends::{Backend, BufferArg, GemmDesc, OuterBatch};
 use hologram_isa::Type;
 
 /// One descriptor and where its operands lie: element offsets of A, B and C in their buffers.
@@ -17,12 +18,17 @@ struct Case {
     offsets: [usize; 3],
 }
 
-/// Elements an operand spans (from its offset), as `GemmDesc::check` counts them.
-fn span(rows: usize, cols: usize, ld: usize, batch: usize, stride: usize) -> usize {
-    if rows == 0 || cols == 0 || batch == 0 {
+/// Elements operand `i` (A, B, C) of `d` spans from its offset, as `GemmDesc::check` counts
+/// them.
+fn span(d: &GemmDesc, i: usize) -> usize {
+    let (rows, cols) = shapes(d)[i];
+    let ld = [d.lda, d.ldb, d.ldc][i];
+    let stride = [d.stride_a, d.stride_b, d.stride_c][i];
+    let outer = [d.outer.stride_a, d.outer.stride_b, d.outer.stride_c][i];
+    if rows == 0 || cols == 0 || d.batch == 0 || d.outer.count == 0 {
         return 0;
     }
-    (batch - 1) * stride + (rows - 1) * ld + cols
+    (d.outer.count - 1) * outer + (d.batch - 1) * stride + (rows - 1) * ld + cols
 }
 
 /// Stored (rows, cols) of A, B and C.
@@ -64,6 +70,28 @@ fn case(
     Case { desc: d, offsets }
 }
 
+/// `[B, H, rows, cols]` views of `[B, rows, 3, H, cols]` storage, as attention reads its heads
+/// out of one projection: the batch is the heads (`cols` apart), the outer batch the `B`
+/// sequences. `trans_b` reads B as the transposed keys (`Q·Kᵀ`); C is written the same way.
+fn heads_case(b: usize, h: usize, rows: usize, cols: usize, trans_b: bool) -> Case {
+    let ld = 3 * h * cols;
+    let (n, k) = if trans_b { (rows, cols) } else { (cols, rows) };
+    let mut d = GemmDesc::new(Type::F32, rows, n, k);
+    d.trans_b = trans_b;
+    (d.lda, d.ldb, d.ldc) = (ld, ld, ld.max(3 * h * n));
+    (d.batch, d.stride_a, d.stride_b, d.stride_c) = (h, cols, cols, n);
+    d.outer = OuterBatch {
+        count: b,
+        stride_a: rows * ld,
+        stride_b: k.max(n) * ld,
+        stride_c: rows * d.ldc,
+    };
+    Case {
+        desc: d,
+        offsets: [0, cols * h, 2],
+    }
+}
+
 fn cases() -> Vec<Case> {
     let mut v = vec![
         case(1, 1, 1, false, false, 1, 0, 0, [0; 3], 1.0, 0.0),
@@ -95,6 +123,22 @@ fn cases() -> Vec<Case> {
             }
         }
     }
+    // Outer batches: whole strided batches repeated with a gap after each.
+    for mut c in [
+        case(65, 33, 17, false, true, 3, 1, 2, [1, 2, 3], 1.0, 0.5),
+        case(17, 9, 33, true, false, 1, 0, 0, [0; 3], 1.5, 0.0),
+    ] {
+        let d = &mut c.desc;
+        d.outer = OuterBatch {
+            count: 3,
+            stride_a: d.batch * d.stride_a + 7,
+            stride_b: d.batch * d.stride_b + 5,
+            stride_c: d.batch * d.stride_c + 3,
+        };
+        v.push(c);
+    }
+    v.push(heads_case(3, 2, 9, 5, true));
+    v.push(heads_case(2, 4, 33, 16, false));
     v
 }
 
@@ -111,12 +155,13 @@ fn contents(rng: &mut Rng, offset: usize, len: usize, filler: f32) -> Vec<f32> {
 
 fn reference(d: &GemmDesc, offs: [usize; 3], a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
     let mut out: Vec<f64> = c.iter().map(|&x| x as f64).collect();
-    for z in 0..d.batch {
+    for (o, z) in (0..d.outer.count).flat_map(|o| (0..d.batch).map(move |z| (o, z))) {
         for i in 0..d.m {
             for j in 0..d.n {
                 let mut s = 0.0;
                 for p in 0..d.k {
                     let ai = offs[0]
+                        + o * d.outer.stride_a
                         + z * d.stride_a
                         + if d.trans_a {
                             p * d.lda + i
@@ -124,6 +169,7 @@ fn reference(d: &GemmDesc, offs: [usize; 3], a: &[f32], b: &[f32], c: &[f32]) ->
                             i * d.lda + p
                         };
                     let bi = offs[1]
+                        + o * d.outer.stride_b
                         + z * d.stride_b
                         + if d.trans_b {
                             j * d.ldb + p
@@ -132,7 +178,7 @@ fn reference(d: &GemmDesc, offs: [usize; 3], a: &[f32], b: &[f32], c: &[f32]) ->
                         };
                     s += a[ai] as f64 * b[bi] as f64;
                 }
-                let ci = offs[2] + z * d.stride_c + i * d.ldc + j;
+                let ci = offs[2] + o * d.outer.stride_c + z * d.stride_c + i * d.ldc + j;
                 let old = if d.beta == 0.0 {
                     0.0
                 } else {
@@ -184,26 +230,10 @@ fn gemm_matches_the_reference_on_awkward_descriptors() {
     let execs = executors();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for (ci, Case { desc: d, offsets }) in cases().into_iter().enumerate() {
-        let [(ra, ca), (rb, cb), (rc, cc)] = shapes(&d);
-        let a = contents(
-            &mut rng,
-            offsets[0],
-            span(ra, ca, d.lda, d.batch, d.stride_a),
-            f32::NAN,
-        );
-        let b = contents(
-            &mut rng,
-            offsets[1],
-            span(rb, cb, d.ldb, d.batch, d.stride_b),
-            f32::NAN,
-        );
+        let a = contents(&mut rng, offsets[0], span(&d, 0), f32::NAN);
+        let b = contents(&mut rng, offsets[1], span(&d, 1), f32::NAN);
         let c_filler = if d.beta == 0.0 { f32::NAN } else { 0.75 };
-        let mut c = contents(
-            &mut rng,
-            offsets[2],
-            span(rc, cc, d.ldc, d.batch, d.stride_c),
-            c_filler,
-        );
+        let mut c = contents(&mut rng, offsets[2], span(&d, 2), c_filler);
         if d.beta == 0.0 {
             // C is not read: NaNs inside the matrices must not reach the result either.
             for x in c.iter_mut().step_by(3) {
@@ -214,8 +244,8 @@ fn gemm_matches_the_reference_on_awkward_descriptors() {
         let cpu = run(execs[0].backend().as_ref(), &d, offsets, [&a, &b, &c]);
         let what = |name: &str| {
             format!(
-                "case {ci} on {name}: {}x{}x{} ta={} tb={} batch={} lda={} ldb={} ldc={} offsets={offsets:?} alpha={} beta={}",
-                d.m, d.n, d.k, d.trans_a, d.trans_b, d.batch, d.lda, d.ldb, d.ldc, d.alpha, d.beta
+                "case {ci} on {name}: {}x{}x{} ta={} tb={} batch={} outer={:?} lda={} ldb={} ldc={} offsets={offsets:?} alpha={} beta={}",
+                d.m, d.n, d.k, d.trans_a, d.trans_b, d.batch, d.outer, d.lda, d.ldb, d.ldc, d.alpha, d.beta
             )
         };
         check(&what("cpu (reference)"), &cpu, &want, &d);
@@ -223,10 +253,11 @@ fn gemm_matches_the_reference_on_awkward_descriptors() {
             let before = exec.backend().stats().library_launches;
             let got = run(exec.backend().as_ref(), &d, offsets, [&a, &b, &c]);
             if exec.backend().kind().is_wgpu() {
-                // f32 GEMMs run the wgpu backend's own kernel, not the generic one.
+                // f32 GEMMs run the wgpu backend's own kernel (once per outer batch), not the
+                // generic one.
                 assert_eq!(
                     exec.backend().stats().library_launches,
-                    before + 1,
+                    before + d.outer.count as u64,
                     "{}",
                     what("wgpu")
                 );
@@ -338,6 +369,20 @@ fn out_of_range_descriptors_are_errors_before_any_launch() {
         let mut batched = d;
         batched.batch = 2;
         assert!(backend.gemm(&batched, &big, &big, &big).is_err());
+        // An outer batch past the end of C (A and B fit).
+        let mut outer = d;
+        outer.outer = OuterBatch {
+            count: 2,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 1,
+        };
+        let err = backend.gemm(&outer, &big, &big, &big).unwrap_err();
+        assert!(
+            err.to_string().contains("C needs 65 elements"),
+            "{}: {err}",
+            exec.backend_type()
+        );
         assert_eq!(
             before.generic_launches,
             backend.stats().generic_launches,

@@ -107,6 +107,9 @@ unsafe fn run<T: 'static + Copy>(
 
 /// Runs a GEMM on host memory.
 pub(crate) fn gemm(d: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
+    if d.outer.count != 1 {
+        return d.for_each_outer(a, b, c, gemm);
+    }
     d.check(a, b, c)?;
     if d.m == 0 || d.n == 0 || d.batch == 0 {
         return Ok(());

@@ -11,12 +11,13 @@ use hologram_compiler::patterns::Pattern;
 use hologram_compiler::{Canonical, Digest};
 use hologram_isa::Kernel;
 
-use super::blas::Blas;
+use super::blas::{self, Blas};
 use super::cache::ModuleCache;
 use super::codegen::{self, CodegenOptions, CODEGEN_VERSION};
 use super::device::{cublas, device_error, Device};
 use super::dnn::{self, Dnn};
 use super::dnn_api;
+use super::gemm_pointers::{self, PointerArrays};
 use super::launch::{self, ErrorRecord};
 use super::memory::{CudaMemory, Staging, STAGING_THRESHOLD};
 use super::module::Module;
@@ -72,6 +73,8 @@ pub struct CudaBackend {
     stuck: AtomicBool,
     staging: Mutex<Option<Staging>>,
     blas: Mutex<Option<std::result::Result<Blas, String>>>,
+    /// The device pointer arrays of outer-batched GEMMs (see `gemm_pointers`).
+    pointer_arrays: Mutex<PointerArrays>,
     dnn: Mutex<Option<std::result::Result<Dnn, String>>>,
     nvrtc_version: (i32, i32),
     /// The event that orders our stream and other libraries' (DLPack exchanges).
@@ -119,6 +122,7 @@ impl CudaBackend {
             stuck: AtomicBool::new(false),
             staging: Mutex::new(None),
             blas: Mutex::new(None),
+            pointer_arrays: Mutex::new(PointerArrays::default()),
             dnn: Mutex::new(None),
             nvrtc_version,
             order,
@@ -547,8 +551,11 @@ impl Backend for CudaBackend {
 
 impl crate::backend::Library for CudaBackend {
     fn gemm(&self, desc: &GemmDesc, a: &BufferArg, b: &BufferArg, c: &BufferArg) -> Result<()> {
+        if desc.outer.count != 1 && !self.gemm_outer_in_one_call() {
+            return desc.for_each_outer(a, b, c, |d, a, b, c| self.gemm(d, a, b, c));
+        }
         desc.check(a, b, c)?;
-        if desc.m == 0 || desc.n == 0 || desc.batch == 0 {
+        if desc.m == 0 || desc.n == 0 || desc.matrices() == 0 {
             return Ok(());
         }
         if self.has_cublas() && Blas::supports(desc) {
@@ -558,7 +565,17 @@ impl crate::backend::Library for CudaBackend {
                 guard.get_or_insert_with(|| Blas::new(&self.dev).map_err(|e| e.to_string()));
             match handle {
                 Ok(blas) => {
-                    blas.gemm(desc, a, b, c)?;
+                    let arrays = if desc.outer.count != 1 {
+                        let base = [
+                            blas::device_address(a)?,
+                            blas::device_address(b)?,
+                            blas::device_address(c)?,
+                        ];
+                        Some(lock(&self.pointer_arrays).fill(self, desc, base)?)
+                    } else {
+                        None
+                    };
+                    blas.gemm(desc, a, b, c, arrays)?;
                     count(Event::LibraryLaunch);
                     return Ok(());
                 }
@@ -568,6 +585,14 @@ impl crate::backend::Library for CudaBackend {
             }
         }
         generic_gemm(self, desc, a, b, c)
+    }
+
+    fn gemm_outer_in_one_call(&self) -> bool {
+        self.has_cublas() && gemm_pointers::enabled()
+    }
+
+    fn vendor_blas(&self) -> bool {
+        self.has_cublas()
     }
 
     fn supports_conv(&self, desc: &ConvDesc, _pass: ConvPass) -> bool {

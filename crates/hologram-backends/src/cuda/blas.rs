@@ -50,7 +50,14 @@ impl Blas {
     pub(crate) fn supports(desc: &GemmDesc) -> bool {
         let fits = |v: usize| v <= i32::MAX as usize;
         [
-            desc.m, desc.n, desc.k, desc.lda, desc.ldb, desc.ldc, desc.batch,
+            desc.m,
+            desc.n,
+            desc.k,
+            desc.lda,
+            desc.ldb,
+            desc.ldc,
+            desc.batch,
+            desc.matrices(),
         ]
         .into_iter()
         .all(fits)
@@ -60,24 +67,17 @@ impl Blas {
     }
 
     /// Enqueues `C = alpha·op(A)·op(B) + beta·C` (arguments already checked by `desc.check`).
+    /// With an outer batch, `pointer_arrays` is the device address of the matrices' A, B and C
+    /// addresses (`desc.matrices()` each, in that order; see `gemm_pointers`), queued before.
     pub(crate) fn gemm(
         &mut self,
         desc: &GemmDesc,
         a: &BufferArg,
         b: &BufferArg,
         c: &BufferArg,
+        pointer_arrays: Option<u64>,
     ) -> Result<()> {
-        let ptr = |x: &BufferArg| -> Result<u64> {
-            let m = x
-                .memory
-                .as_any()
-                .downcast_ref::<CudaMemory>()
-                .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
-            // Against the allocation's own size (a `Memory` wrapper may report another).
-            crate::launch::check_buffer(x, crate::backend::DeviceMemory::size(m))?;
-            Ok(m.address() + x.offset as u64)
-        };
-        let (pa, pb, pc) = (ptr(a)?, ptr(b)?, ptr(c)?);
+        let (pa, pb, pc) = (device_address(a)?, device_address(b)?, device_address(c)?);
         let (data, compute) = match (desc.ty, desc.precision) {
             (Type::F32, GemmPrecision::Tf32) => {
                 (DataType::CUDA_R_32F, Compute::CUBLAS_COMPUTE_32F_FAST_TF32)
@@ -115,6 +115,43 @@ impl Blas {
             }
         };
         let i = |v: usize| v as i32;
+        if desc.outer.count != 1 {
+            let arrays = pointer_arrays.ok_or_else(|| {
+                BackendError::Device("an outer-batched GEMM without its pointer arrays".into())
+            })?;
+            let total = desc.matrices() as u64;
+            let (arr_a, arr_b, arr_c) = (arrays, arrays + 8 * total, arrays + 16 * total);
+            // SAFETY: the arrays hold `matrices()` addresses each, written on this stream
+            // before this call from operands checked to lie inside their buffers
+            // (`GemmDesc::check` covers the outer batch); sizes fit i32 (`supports`); alpha and
+            // beta outlive the call (host pointer mode). A and B swap as for the strided call.
+            return unsafe {
+                cudarc::cublas::sys::cublasGemmBatchedEx(
+                    self.handle,
+                    op(desc.trans_b),
+                    op(desc.trans_a),
+                    i(desc.n),
+                    i(desc.m),
+                    i(desc.k),
+                    alpha,
+                    arr_b as *const *const c_void,
+                    data,
+                    i(desc.ldb),
+                    arr_a as *const *const c_void,
+                    data,
+                    i(desc.lda),
+                    beta,
+                    arr_c as *const *mut c_void,
+                    data,
+                    i(desc.ldc),
+                    i(desc.matrices()),
+                    compute,
+                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+            .result()
+            .map_err(blas_error("gemm (cublasGemmBatchedEx)"));
+        }
         // SAFETY: every matrix was checked to lie inside its buffer (`GemmDesc::check`), sizes
         // fit i32 (`supports`), and alpha/beta outlive the call (host pointer mode).
         unsafe {
@@ -147,6 +184,18 @@ impl Blas {
         .result()
         .map_err(blas_error("gemm (cublasGemmStridedBatchedEx)"))
     }
+}
+
+/// The device address of a buffer argument's first byte, checked against its allocation.
+pub(crate) fn device_address(x: &BufferArg) -> Result<u64> {
+    let m = x
+        .memory
+        .as_any()
+        .downcast_ref::<CudaMemory>()
+        .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
+    // Against the allocation's own size (a `Memory` wrapper may report another).
+    crate::launch::check_buffer(x, crate::backend::DeviceMemory::size(m))?;
+    Ok(m.address() + x.offset as u64)
 }
 
 impl Drop for Blas {

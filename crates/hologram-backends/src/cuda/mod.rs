@@ -34,6 +34,8 @@ mod dnn;
 #[cfg(feature = "cuda")]
 mod dnn_api;
 #[cfg(feature = "cuda")]
+mod gemm_pointers;
+#[cfg(feature = "cuda")]
 mod graph;
 #[cfg(feature = "cuda")]
 mod launch;

@@ -18,9 +18,36 @@ pub enum GemmPrecision {
     Tf32,
 }
 
+/// A second batch dimension around a GEMM's batch: `count` repetitions of the whole strided
+/// batch, each `stride_*` elements past the one before. It lets a GEMM read `[B, H, rows, cols]`
+/// views whose two batch strides do not merge into one (attention's heads, sliced out of one
+/// projection) in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OuterBatch {
+    /// Repetitions of the batch (1: no outer batch).
+    pub count: usize,
+    /// Elements between consecutive outer batches of A.
+    pub stride_a: usize,
+    /// Elements between consecutive outer batches of B.
+    pub stride_b: usize,
+    /// Elements between consecutive outer batches of C.
+    pub stride_c: usize,
+}
+
+impl OuterBatch {
+    /// No outer batch: the GEMM's own batch only.
+    pub const NONE: OuterBatch = OuterBatch {
+        count: 1,
+        stride_a: 0,
+        stride_b: 0,
+        stride_c: 0,
+    };
+}
+
 /// A row-major GEMM: `C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C`, repeated over
-/// `batch` matrices `stride_*` elements apart. `op(X)` is `Xᵀ` when `trans_*` is set. Leading
-/// dimensions are in elements. With `beta == 0`, C is not read (NaNs in C do not propagate).
+/// `batch` matrices `stride_*` elements apart (and that batch over [`OuterBatch`]). `op(X)` is
+/// `Xᵀ` when `trans_*` is set. Leading dimensions are in elements. With `beta == 0`, C is not
+/// read (NaNs in C do not propagate).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GemmDesc {
     /// Element type of A, B and C: f16, bf16, f32 or f64.
@@ -55,6 +82,8 @@ pub struct GemmDesc {
     pub stride_c: usize,
     /// Precision policy.
     pub precision: GemmPrecision,
+    /// Repetitions of the whole batch ([`OuterBatch::NONE`] for none).
+    pub outer: OuterBatch,
 }
 
 impl GemmDesc {
@@ -77,7 +106,53 @@ impl GemmDesc {
             stride_b: k * n,
             stride_c: m * n,
             precision: GemmPrecision::Exact,
+            outer: OuterBatch::NONE,
         }
+    }
+
+    /// Matrices in all: the batch times the outer batch.
+    pub fn matrices(&self) -> usize {
+        self.batch.saturating_mul(self.outer.count)
+    }
+
+    /// Runs `gemm` once per outer batch with that batch's operands (the descriptor without its
+    /// outer batch; buffer ranges starting at the batch's first elements): how libraries that
+    /// take one batch stride run an [`OuterBatch`]. Checks the whole descriptor first; without
+    /// an outer batch, calls `gemm` once with the arguments as they are.
+    pub fn for_each_outer(
+        &self,
+        a: &BufferArg,
+        b: &BufferArg,
+        c: &BufferArg,
+        mut gemm: impl FnMut(&GemmDesc, &BufferArg, &BufferArg, &BufferArg) -> Result<()>,
+    ) -> Result<()> {
+        if self.outer.count == 1 {
+            return gemm(self, a, b, c);
+        }
+        self.check(a, b, c)?;
+        let inner = GemmDesc {
+            outer: OuterBatch::NONE,
+            ..*self
+        };
+        let size = self.ty.size_bytes();
+        let skip = |arg: &BufferArg, elements: usize| -> BufferArg {
+            // In range: `check` proved every outer batch's matrices lie inside the buffer.
+            let bytes = (elements * size).min(arg.len);
+            BufferArg {
+                memory: arg.memory.clone(),
+                offset: arg.offset + bytes,
+                len: arg.len - bytes,
+            }
+        };
+        for o in 0..self.outer.count {
+            gemm(
+                &inner,
+                &skip(a, o * self.outer.stride_a),
+                &skip(b, o * self.outer.stride_b),
+                &skip(c, o * self.outer.stride_c),
+            )?;
+        }
+        Ok(())
     }
 
     /// Checks types, leading dimensions and that every matrix fits its buffer.
@@ -103,10 +178,35 @@ impl GemmDesc {
             (self.k, self.n)
         };
         let size = self.ty.size_bytes();
-        for (name, buf, rows, cols, ld, stride) in [
-            ("A", a, rows_a, cols_a, self.lda, self.stride_a),
-            ("B", b, rows_b, cols_b, self.ldb, self.stride_b),
-            ("C", c, self.m, self.n, self.ldc, self.stride_c),
+        let outer = self.outer;
+        for (name, buf, rows, cols, ld, stride, outer_stride) in [
+            (
+                "A",
+                a,
+                rows_a,
+                cols_a,
+                self.lda,
+                self.stride_a,
+                outer.stride_a,
+            ),
+            (
+                "B",
+                b,
+                rows_b,
+                cols_b,
+                self.ldb,
+                self.stride_b,
+                outer.stride_b,
+            ),
+            (
+                "C",
+                c,
+                self.m,
+                self.n,
+                self.ldc,
+                self.stride_c,
+                outer.stride_c,
+            ),
         ] {
             if ld < cols.max(1) {
                 return Err(bad(format!(
@@ -114,20 +214,21 @@ impl GemmDesc {
                 )));
             }
             crate::launch::check_buffer(buf, buf.memory.size())?;
-            if rows == 0 || cols == 0 || self.batch == 0 {
+            if rows == 0 || cols == 0 || self.batch == 0 || outer.count == 0 {
                 continue;
             }
             // Checked: a wrapped extent would pass the length check and send the CPU GEMM
             // past the buffer.
             let last = (self.batch - 1)
                 .checked_mul(stride)
+                .and_then(|x| x.checked_add((outer.count - 1).checked_mul(outer_stride)?))
                 .and_then(|x| x.checked_add((rows - 1).checked_mul(ld)?))
                 .and_then(|x| x.checked_add(cols))
                 .filter(|x| x.checked_mul(size).is_some())
                 .ok_or_else(|| {
                     bad(format!(
-                        "{name} spans more than the address space ({} batches of stride {stride}, {rows} rows of {ld})",
-                        self.batch
+                        "{name} spans more than the address space ({} x {} batches of strides {outer_stride} and {stride}, {rows} rows of {ld})",
+                        outer.count, self.batch
                     ))
                 })?;
             if last * size > buf.len {
@@ -306,6 +407,9 @@ pub fn generic_gemm<B: Backend + ?Sized>(
     b: &BufferArg,
     c: &BufferArg,
 ) -> Result<()> {
+    if desc.outer.count != 1 {
+        return desc.for_each_outer(a, b, c, |d, a, b, c| generic_gemm(backend, d, a, b, c));
+    }
     desc.check(a, b, c)?;
     if desc.m == 0 || desc.n == 0 || desc.batch == 0 {
         return Ok(());

@@ -6,4 +6,4 @@ pub mod conv;
 pub mod gemm;
 
 pub use conv::{ConvDesc, ConvPass};
-pub use gemm::{GemmDesc, GemmPrecision};
+pub use gemm::{GemmDesc, GemmPrecision, OuterBatch};

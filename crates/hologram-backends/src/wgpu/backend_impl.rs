@@ -425,6 +425,11 @@ impl crate::backend::Library for WgpuBackend {
         b: &crate::backend::BufferArg,
         c: &crate::backend::BufferArg,
     ) -> Result<()> {
+        if desc.outer.count != 1 {
+            return desc.for_each_outer(a, b, c, |d, a, b, c| {
+                crate::backend::Library::gemm(self, d, a, b, c)
+            });
+        }
         let ran_library =
             super::gemm::gemm(self, &self.gpu, self.owner, &self.gemm, desc, a, b, c)?;
         if ran_library {

@@ -1,12 +1,13 @@
 //! Batched matrix products over two batch dimensions of strided 4-D views (`[B, H, rows,
 //! cols]`), read and written in place: attention's operands are views of a projection's output
-//! (`[B, L, 3, H, D]` permuted) whose two batch strides do not collapse into one. The backend
-//! GEMM takes one batch stride, so the two dimensions become one strided batch when their
-//! strides allow; else, for small matrices, the operands that do not merge are packed into
-//! [B, H] order (one copy each) for one batched call, and for large ones the larger dimension is
-//! the GEMM's batch and the other a loop of calls.
+//! (`[B, L, 3, H, D]` permuted) whose two batch strides do not collapse into one. The two
+//! dimensions become one strided batch when their strides allow; else they are the GEMM's batch
+//! and outer batch ([`OuterBatch`]), one call where the backend's library takes that (cuBLAS,
+//! through pointer arrays). Where it does not and the matrices are small, the operands that do
+//! not merge are packed into [B, H] order (one copy each) for one batched call instead of a
+//! loop of calls.
 
-use hologram_backends::{BufferArg, GemmDesc, GemmPrecision};
+use hologram_backends::{BufferArg, GemmDesc, GemmPrecision, OuterBatch};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -70,10 +71,10 @@ impl ViewOperand {
         })
     }
 
-    /// The operand's buffer from `extra` elements past its first element.
-    fn arg(&self, extra: usize) -> Result<BufferArg> {
+    /// The operand's buffer from its first element.
+    fn arg(&self) -> Result<BufferArg> {
         let (s, l) = self.tensor.storage()?;
-        let at = (l.offset + extra) * self.tensor.dtype().size();
+        let at = l.offset * self.tensor.dtype().size();
         if at > s.bytes {
             return Err(Error::Internal(
                 "a batched view GEMM past its buffer".into(),
@@ -83,9 +84,9 @@ impl ViewOperand {
     }
 }
 
-/// Multiply-adds per matrix (`m · n · k`) from which, on GPUs, the per-matrix GEMMs of views
-/// whose two batch dimensions do not merge run as a loop of batched calls in place; below it the
-/// operands are packed into [B, H] order first.
+/// Multiply-adds per matrix (`m · n · k`) from which, on GPUs whose GEMM runs an outer batch as
+/// a loop of calls, views whose two batch dimensions do not merge are multiplied in place; below
+/// it the operands are packed into [B, H] order first.
 const LOOP_MIN_WORK: usize = 1 << 26;
 
 /// `c[b, h] = alpha · a[b, h] · bm[b, h]` for every `b < B`, `h < H`: `a` is `[B, H, m, k]`,
@@ -98,10 +99,12 @@ pub(crate) fn gemm_views(
     alpha: f64,
     precision: GemmPrecision,
 ) -> Result<()> {
-    // Packing pays on GPUs, where each call of the loop is too small to fill the device; host
-    // GEMMs run a loop of calls at full speed (and the CPU keeps its native paths: no copies).
-    let on_gpu = !c.executor().capabilities().host_memory;
-    let loop_min_work = if on_gpu { LOOP_MIN_WORK } else { 0 };
+    // Packing pays on GPUs whose GEMM loops over an outer batch, where each call of the loop is
+    // too small to fill the device; host GEMMs run a loop of calls at full speed (and the CPU
+    // keeps its native paths: no copies).
+    let exec = c.executor();
+    let loops_on_gpu = !exec.capabilities().host_memory && !exec.gemm_outer_in_one_call();
+    let loop_min_work = if loops_on_gpu { LOOP_MIN_WORK } else { 0 };
     gemm_views_packing_below(a, bm, c, alpha, precision, loop_min_work)
 }
 
@@ -153,8 +156,8 @@ fn gemm_views_packing_below(
         gemm_views(&a, &bm, &packed, alpha, precision)?;
         return packed.copy_into(c);
     }
-    // (GEMM batch count, its dimension, loop count, the loop's dimension)
-    let (count, inner, loops, outer) = if merged {
+    // (GEMM batch count, its dimension, outer batch count, its dimension)
+    let (count, inner, outers, outer) = if merged {
         let inner = if hdim == 1 { 0 } else { 1 };
         (bdim * hdim, inner, 1, 1 - inner)
     } else if hdim >= bdim {
@@ -163,6 +166,7 @@ fn gemm_views_packing_below(
         (bdim, 0, hdim, 1)
     };
     let stride = |o: &ViewOperand| if count > 1 { o.batch[inner] } else { 0 };
+    let outer_stride = |o: &ViewOperand| if outers > 1 { o.batch[outer] } else { 0 };
     let desc = GemmDesc {
         ty: c.dtype().storage(),
         m,
@@ -180,13 +184,14 @@ fn gemm_views_packing_below(
         stride_b: stride(&ob),
         stride_c: stride(&oc),
         precision,
+        outer: OuterBatch {
+            count: outers,
+            stride_a: outer_stride(&oa),
+            stride_b: outer_stride(&ob),
+            stride_c: outer_stride(&oc),
+        },
     };
-    let exec = c.executor();
-    for i in 0..loops {
-        let at = |o: &ViewOperand| o.arg(i * o.batch[outer]);
-        exec.gemm(&desc, &at(&oa)?, &at(&ob)?, &at(&oc)?)?;
-    }
-    Ok(())
+    c.executor().gemm(&desc, &oa.arg()?, &ob.arg()?, &oc.arg()?)
 }
 
 #[cfg(test)]

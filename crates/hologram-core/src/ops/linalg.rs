@@ -148,6 +148,7 @@ impl Tensor {
                 stride_b: ob.batch_stride,
                 stride_c: m * n,
                 precision,
+                outer: hologram_backends::OuterBatch::NONE,
             };
             self.exec
                 .gemm(&desc, &arg(&oa.tensor)?, &arg(&ob.tensor)?, &arg(&out)?)?;

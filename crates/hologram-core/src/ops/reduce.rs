@@ -1,6 +1,6 @@
 //! Reductions along axes: sum, mean, prod, max, min, argmax, argmin.
 
-use hologram_backends::{KernelArg, LaunchConfig};
+use hologram_backends::{GemmDesc, KernelArg, LaunchConfig};
 use hologram_isa::semantics::Value;
 use hologram_isa::Type;
 
@@ -231,6 +231,11 @@ impl Tensor {
         let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
         let is_arg = matches!(combine, Combine::ArgMax | Combine::ArgMin);
         if inner > 1 || rlen < BLOCK as usize {
+            if combine == Combine::Sum && inner > 1 && self.exec.has_vendor_blas() {
+                if let Some(r) = sum_by_gemm(&src, outer, rlen, inner, out_dt)? {
+                    return r.reshape(&out_shape.iter().map(|&d| d as isize).collect::<Vec<_>>());
+                }
+            }
             if let Some(parts) = lane_split(n_out, rlen).filter(|_| !is_arg) {
                 // Few outputs over a long axis: partial results over slices of the axis (in the
                 // accumulator type), then the partials.
@@ -364,6 +369,38 @@ impl Tensor {
             index_input = ixs;
         }
     }
+}
+
+/// Sums `src` (contiguous `[outer, rlen, inner]`) over its middle axis as one vendor-BLAS call,
+/// `ones[1, rlen] · src[o]` for each `o < outer`: one launch at memory speed where the lane
+/// reduction takes two or three (a linear layer's bias gradient, a layer norm's weight and bias
+/// gradients). Float dtypes only, summed as GEMMs sum (f16 and bf16 in f32); `None` when the
+/// sizes do not fit the BLAS or the dtype is not a float.
+fn sum_by_gemm(
+    src: &Tensor,
+    outer: usize,
+    rlen: usize,
+    inner: usize,
+    out_dt: DType,
+) -> Result<Option<Tensor>> {
+    let dt = src.dtype;
+    let float = matches!(dt, DType::F32 | DType::F64 | DType::F16 | DType::BF16);
+    let fits = |v: usize| v <= i32::MAX as usize;
+    if !float || out_dt != dt || ![outer, rlen, inner, rlen * inner].into_iter().all(fits) {
+        return Ok(None);
+    }
+    let exec = &src.exec;
+    let ones = exec.ones_vector(dt, rlen)?;
+    let (storage, layout) = src.storage()?;
+    let size = dt.size();
+    let x = storage.arg(layout.offset * size, outer * rlen * inner * size);
+    let out = Tensor::uninit(exec, &[outer, 1, inner], dt)?;
+    let (os, ol) = out.storage()?;
+    let c = os.arg(ol.offset * size, outer * inner * size);
+    let mut desc = GemmDesc::new(dt.storage(), 1, inner, rlen);
+    (desc.batch, desc.stride_a, desc.stride_b, desc.stride_c) = (outer, 0, rlen * inner, inner);
+    exec.gemm(&desc, &ones, &x, &c)?;
+    Ok(Some(out))
 }
 
 /// The combine function, accumulator type and result dtype of a reduction over `dt`.
