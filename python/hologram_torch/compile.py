@@ -442,7 +442,7 @@ class _Signature:
         every result is a copy)."""
         torch_outs = export_batch(outs, self.device, self.executor)
         if plan is not None and id(plan) not in self.registered:
-            addresses = [t.data_ptr() for t, aliased in zip(torch_outs, self.alias) if aliased]
+            addresses = [t.untyped_storage().data_ptr() for t, aliased in zip(torch_outs, self.alias) if aliased]
             self.registered[id(plan)] = addresses
             _PLAN_BUFFERS.update(addresses)
         if self.recipe is None:
@@ -555,8 +555,9 @@ def _learn_geometry(geometry: dict, a, r) -> None:
 
 def _in_place(x) -> bool:
     """Inputs read where they are: parameters and views of them (the backward graph reads the
-    transposed weights the forward graph saved), and plan outputs handed to torch as views."""
-    return parameter_memory(x) or x.data_ptr() in _PLAN_BUFFERS
+    transposed weights the forward graph saved), and plan outputs handed to torch as views, and
+    torch's views of those (the key and value heads sliced out of one saved projection)."""
+    return parameter_memory(x) or x.untyped_storage().data_ptr() in _PLAN_BUFFERS
 
 
 def _torch_view(n, env):

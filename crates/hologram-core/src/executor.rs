@@ -95,7 +95,7 @@ pub(crate) struct Inner {
     /// Plan output buffers handed out as views, by the address of their first element: when
     /// one comes back as another plan's input (through DLPack, as another library's tensor),
     /// that plan reads the buffer itself, not the import.
-    plan_buffers: Mutex<HashMap<u64, PlanBuffer>>,
+    plan_buffers: Mutex<std::collections::BTreeMap<u64, PlanBuffer>>,
     /// Vectors of ones by dtype (the longest made so far), for sums as GEMMs
     /// ([`Executor::ones_vector`]). Raw backend memory, outside the allocator: plans that read
     /// one keep it alive through their steps, and nothing writes it after it is filled.
@@ -138,7 +138,7 @@ impl Executor {
                 launches: std::sync::atomic::AtomicU64::new(0),
                 recorder: Mutex::new(None),
                 recording: std::sync::atomic::AtomicBool::new(false),
-                plan_buffers: Mutex::new(HashMap::new()),
+                plan_buffers: Mutex::new(std::collections::BTreeMap::new()),
                 ones: Mutex::new(Vec::new()),
             }),
         }
@@ -405,15 +405,23 @@ impl Executor {
         map.insert(address, (Arc::downgrade(memory), offset));
     }
 
-    /// The plan output buffer whose first element is at `address`, if one is.
-    pub(crate) fn plan_buffer(&self, address: u64) -> Option<(hologram_backends::Memory, usize)> {
+    /// The plan output buffer holding the `bytes` bytes at `address` (from its first element,
+    /// or inside it: a view another library made of it), if one does: its memory and the byte
+    /// offset of `address` in that memory.
+    pub(crate) fn plan_buffer(
+        &self,
+        address: u64,
+        bytes: usize,
+    ) -> Option<(hologram_backends::Memory, usize)> {
         let map = self
             .inner
             .plan_buffers
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let (m, off) = map.get(&address)?;
-        Some((m.upgrade()?, *off))
+        let (&start, (m, off)) = map.range(..=address).next_back()?;
+        let m = m.upgrade()?;
+        let at = off + usize::try_from(address - start).ok()?;
+        (at.checked_add(bytes)? <= m.size()).then_some((m, at))
     }
 
     /// True when this thread is recording a plan on this executor.

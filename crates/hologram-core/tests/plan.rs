@@ -94,7 +94,9 @@ fn a_replay_plans_and_compiles_nothing() {
         );
         assert_eq!(after.backend.compiles, before.backend.compiles, "{exec:?}");
         let s = plan.stats();
-        assert!(s.launches >= 4 && s.gemms == 2, "{s:?}");
+        // Two matmuls; with a vendor BLAS (cuBLAS) the mean over rows is a product with ones.
+        let gemms = if exec.has_vendor_blas() { 3 } else { 2 };
+        assert!(s.launches >= 4 && s.gemms == gemms, "{s:?}");
     }
 }
 

@@ -139,7 +139,23 @@ impl Tensor {
         } else {
             op
         };
-        for &a in axes.iter().rev() {
+        // Adjacent axes reduce as one (a row-major merge of them: a view, or a reshape of a
+        // pending expression): a layer norm's weight gradient over [batch, tokens] is one
+        // reduction, not one per axis.
+        let mut reduced = axes.clone();
+        if axes.len() > 1 && axes.windows(2).all(|w| w[1] == w[0] + 1) {
+            let (first, last) = (axes[0], axes[axes.len() - 1]);
+            let dims = t.shape();
+            let merged: Vec<isize> = dims[..first]
+                .iter()
+                .chain(std::iter::once(&count))
+                .chain(&dims[last + 1..])
+                .map(|&d| d as isize)
+                .collect();
+            t = t.reshape(&merged)?;
+            reduced = vec![first];
+        }
+        for &a in reduced.iter().rev() {
             t = t.reduce_axis(inner_op, a)?;
         }
         if op == ReduceOp::Mean {
@@ -150,14 +166,17 @@ impl Tensor {
             };
             t = t.cast(float)?.div(count as f64)?;
         }
-        if !keepdim {
-            let shape: Vec<isize> = self
-                .shape()
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !axes.contains(i))
-                .map(|(_, &d)| d as isize)
-                .collect();
+        let shape: Vec<isize> = self
+            .shape()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &d)| match (axes.contains(&i), keepdim) {
+                (false, _) => Some(d as isize),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect();
+        if rank > 0 || !keepdim {
             t = t.reshape(&shape)?;
         }
         Ok(t)

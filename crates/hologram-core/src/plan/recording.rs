@@ -67,7 +67,8 @@ impl Recording {
                     // Another plan's output buffer coming back (imported from another library):
                     // read the buffer itself, so this plan does not keep the import (and with it
                     // the other library's tensor and the other plan's output) alive.
-                    let t = match exec.plan_buffer(place.address) {
+                    let bytes = x.layout.span().saturating_sub(x.layout.offset) * x.dtype().size();
+                    let t = match exec.plan_buffer(place.address, bytes) {
                         Some((memory, offset)) => {
                             let mut layout = x.layout.clone();
                             layout.offset = offset / x.dtype().size();
