@@ -182,8 +182,7 @@ pub fn program(k: &NormKernel) -> Program {
             b.mul(acc, &p, gk.as_str(), xh.as_str());
             b.add(acc, "%sgx", "%sgx", p.as_str());
         });
-        gen.group_reduce(Combine::Sum, "%sg");
-        gen.group_reduce(Combine::Sum, "%sgx");
+        gen.group_reduce_all(Combine::Sum, &["%sg", "%sgx"]);
         gen.b.div(acc, "%mg", "%sg", "%n");
         gen.b.div(acc, "%mgx", "%sgx", "%n");
         gen.pass(&xg, &|b, k| {

@@ -44,6 +44,10 @@ pub(crate) struct Gen {
     resident: u32,
     /// The resident elements are loaded.
     loaded: bool,
+    /// Sets of shared reduction arrays declared (`sred`/`spart` and numbered ones: one per
+    /// value a group reduction combines at once). `spart` holds [`PARTIALS`] slots per group
+    /// of at least 32 lanes.
+    shared_sets: usize,
 }
 
 /// The body of a pass for element `k`.
@@ -57,9 +61,6 @@ impl Gen {
     pub fn new(mut b: ProgramBuilder, storage: Type, g: u32, resident: u32) -> Gen {
         let acc = row_acc(storage);
         let log_g = g.trailing_zeros();
-        b.shared("sred", acc, ROW_BLOCK);
-        // PARTIALS slots per group, of at least 32 lanes.
-        b.shared("spart", acc, ROW_BLOCK / 32 * PARTIALS);
         b.mov(Type::U32, "%t", Special::Tid(Dim::X));
         b.shr(Type::U32, "%grp", "%t", log_g);
         b.and(Type::U32, "%l", "%t", g - 1);
@@ -82,6 +83,7 @@ impl Gen {
             labels: 0,
             resident,
             loaded: false,
+            shared_sets: 0,
         }
     }
 
@@ -250,35 +252,64 @@ impl Gen {
     /// No barrier is needed after the last reads: the next reduction writes `sred` (read before
     /// the second barrier) and only writes `spart` after its own first barrier.
     pub fn group_reduce(&mut self, c: Combine, reg: &str) {
+        self.group_reduce_all(c, &[reg]);
+    }
+
+    /// [`Gen::group_reduce`] of several registers through the same two barriers (each with
+    /// shared arrays of its own), each folded in the order one reduction folds it: a layer
+    /// norm's backward pass reduces its two row sums at the cost of one.
+    pub fn group_reduce_all(&mut self, c: Combine, regs: &[&str]) {
         let (acc, g) = (self.acc, self.g);
         let parts = PARTIALS.min(g);
         let fan = g / parts;
-        self.b.st(acc, "sred", "%t", reg);
+        // Shared arrays of value `i`: `sred`/`spart` for the first, `sred<i>`/`spart<i>` after.
+        let arrays = |i: usize| {
+            if i == 0 {
+                ("sred".to_string(), "spart".to_string())
+            } else {
+                (format!("sred{i}"), format!("spart{i}"))
+            }
+        };
+        while self.shared_sets < regs.len() {
+            let (red, part) = arrays(self.shared_sets);
+            self.b.shared(&red, acc, ROW_BLOCK);
+            self.b.shared(&part, acc, ROW_BLOCK / 32 * PARTIALS);
+            self.shared_sets += 1;
+        }
+        for (i, reg) in regs.iter().enumerate() {
+            self.b.st(acc, &arrays(i).0, "%t", *reg);
+        }
         self.b.barrier();
         let skip = self.label("S");
         let b = &mut self.b;
         b.setp(CmpOp::Lt, Type::U32, "%act", "%l", parts);
         b.guard("%act", true).bra(&skip);
-        b.ld(acc, "%mine", "sred", "%t");
-        for w in 1..fan {
-            b.add(Type::U32, "%o", "%t", w * parts);
-            b.ld(acc, &format!("%other{w}"), "sred", "%o");
-        }
-        for w in 1..fan {
-            c.fold(b, acc, "%mine", &format!("%other{w}"), ("", ""), "t");
-        }
         b.mad(Type::U32, "%pslot", "%grp", parts, "%l");
-        b.st(acc, "spart", "%pslot", "%mine");
+        for i in 0..regs.len() {
+            let (red, part) = arrays(i);
+            b.ld(acc, "%mine", &red, "%t");
+            for w in 1..fan {
+                b.add(Type::U32, "%o", "%t", w * parts);
+                b.ld(acc, &format!("%other{w}"), &red, "%o");
+            }
+            for w in 1..fan {
+                c.fold(b, acc, "%mine", &format!("%other{w}"), ("", ""), "t");
+            }
+            b.st(acc, &part, "%pslot", "%mine");
+        }
         b.label(&skip);
         b.barrier();
         b.mul(Type::U32, "%pbase", "%grp", parts);
-        b.ld(acc, reg, "spart", "%pbase");
-        for w in 1..parts {
-            b.add(Type::U32, "%o", "%pbase", w);
-            b.ld(acc, &format!("%other{w}"), "spart", "%o");
-        }
-        for w in 1..parts {
-            c.fold(b, acc, reg, &format!("%other{w}"), ("", ""), "t");
+        for (i, reg) in regs.iter().enumerate() {
+            let part = arrays(i).1;
+            b.ld(acc, *reg, &part, "%pbase");
+            for w in 1..parts {
+                b.add(Type::U32, "%o", "%pbase", w);
+                b.ld(acc, &format!("%other{w}"), &part, "%o");
+            }
+            for w in 1..parts {
+                c.fold(b, acc, *reg, &format!("%other{w}"), ("", ""), "t");
+            }
         }
     }
 }
