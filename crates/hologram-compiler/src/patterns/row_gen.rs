@@ -302,13 +302,13 @@ impl Gen {
         b.mul(Type::U32, "%pbase", "%grp", parts);
         for (i, reg) in regs.iter().enumerate() {
             let part = arrays(i).1;
-            b.ld(acc, *reg, &part, "%pbase");
+            b.ld(acc, reg, &part, "%pbase");
             for w in 1..parts {
                 b.add(Type::U32, "%o", "%pbase", w);
                 b.ld(acc, &format!("%other{w}"), &part, "%o");
             }
             for w in 1..parts {
-                c.fold(b, acc, *reg, &format!("%other{w}"), ("", ""), "t");
+                c.fold(b, acc, reg, &format!("%other{w}"), ("", ""), "t");
             }
         }
     }
