@@ -25,7 +25,7 @@ from .tensor import Tensor, _wrap
 class Plan:
     """A recorded function: call it with tensors of the recorded shapes and dtypes."""
 
-    __slots__ = ("_p",)
+    __slots__ = ("_p", "__weakref__")
 
     def __init__(self, native: "_native.Plan"):
         self._p = native

@@ -307,10 +307,21 @@ class _Graph:
 # Plan instances kept per input signature: a new one is recorded while the others' output
 # buffers are still in use (two forward passes before one backward pass, gradients kept).
 _MAX_INSTANCES = 4
-# Device addresses of plan output buffers handed to torch as views: when such a tensor comes
-# back as an input of another plan (a saved activation of the forward graph, read by the
-# backward graph), it is read in place.
-_PLAN_BUFFERS: set = set()
+# Device addresses of plan output buffers handed to torch as views, each with a weak reference
+# to its plan: when such a tensor (or a view of it) comes back as an input of another plan (a
+# saved activation of the forward graph, read by the backward graph), it is read in place.
+_PLAN_BUFFERS: dict = {}
+
+
+def _register_plan_buffers(addresses, plan) -> None:
+    """Remembers ``addresses`` as output buffers of ``plan`` (a weak reference: a plan that is
+    gone no longer claims them, even if nobody unregistered it, so memory reused at the same
+    address by another tensor is not taken for a plan's buffer)."""
+    for address, ref in list(_PLAN_BUFFERS.items()):
+        if ref() is None:
+            del _PLAN_BUFFERS[address]
+    for address in addresses:
+        _PLAN_BUFFERS[address] = weakref.ref(plan)
 
 
 def random_seed(executor) -> hg.Tensor:
@@ -400,7 +411,7 @@ class _Signature:
         """Gives up an instance; its output buffers stop counting as plan buffers."""
         self.instances.remove(plan)
         for address in self.registered.pop(id(plan), ()):
-            _PLAN_BUFFERS.discard(address)
+            _PLAN_BUFFERS.pop(address, None)
         _STATS["plans_dropped"] += 1
 
     def _record(self, args, xs, alias=True):
@@ -444,7 +455,7 @@ class _Signature:
         if plan is not None and id(plan) not in self.registered:
             addresses = [t.untyped_storage().data_ptr() for t, aliased in zip(torch_outs, self.alias) if aliased]
             self.registered[id(plan)] = addresses
-            _PLAN_BUFFERS.update(addresses)
+            _register_plan_buffers(addresses, plan)
         if self.recipe is None:
             results = self._generic_results(args, torch_outs)
             self.recipe = self._recipe(args, results, torch_outs)
@@ -557,7 +568,10 @@ def _in_place(x) -> bool:
     """Inputs read where they are: parameters and views of them (the backward graph reads the
     transposed weights the forward graph saved), and plan outputs handed to torch as views, and
     torch's views of those (the key and value heads sliced out of one saved projection)."""
-    return parameter_memory(x) or x.untyped_storage().data_ptr() in _PLAN_BUFFERS
+    if parameter_memory(x):
+        return True
+    owner = _PLAN_BUFFERS.get(x.untyped_storage().data_ptr())
+    return owner is not None and owner() is not None
 
 
 def _torch_view(n, env):

@@ -300,3 +300,24 @@ def test_backward_reads_saved_weight_views_in_place_and_follows_moved_weights():
         eager[2].weight.mul_(3.0)
         mine[2].weight.mul_(3.0)
     check()
+
+
+def test_a_gone_plan_no_longer_claims_its_output_addresses():
+    """A tensor at an address that a plan's output buffer had is read in place only while that
+    plan lives: memory reused after the plan is gone (a new gradient, a new batch) is copied in,
+    so the next call with the tensor elsewhere replays instead of planning again."""
+    import gc
+
+    import hologram_torch.compile as compile_module
+
+    class Owner:  # stands in for a plan (weakly referenced, like one)
+        pass
+
+    x = torch.zeros(8)
+    owner = Owner()
+    compile_module._register_plan_buffers([x.untyped_storage().data_ptr()], owner)
+    assert compile_module._in_place(x)
+    assert compile_module._in_place(x[2:])  # a view into the buffer, as torch slices one
+    del owner
+    gc.collect()
+    assert not compile_module._in_place(x)
