@@ -11,7 +11,7 @@ use hologram_compiler::patterns::Pattern;
 use hologram_compiler::{Canonical, Digest};
 use hologram_isa::Kernel;
 
-use super::blas::{self, Blas};
+use super::blas::Blas;
 use super::cache::ModuleCache;
 use super::codegen::{self, CodegenOptions, CODEGEN_VERSION};
 use super::device::{cublas, device_error, Device};
@@ -19,7 +19,7 @@ use super::dnn::{self, Dnn};
 use super::dnn_api;
 use super::gemm_pointers::{self, PointerArrays};
 use super::launch::{self, ErrorRecord};
-use super::memory::{CudaMemory, Staging, STAGING_THRESHOLD};
+use super::memory::{device_address, CudaMemory, Staging, STAGING_THRESHOLD};
 use super::module::Module;
 use super::nvrtc::{self, Output};
 use super::stats::{self, count, CudaStats, Event};
@@ -566,11 +566,7 @@ impl crate::backend::Library for CudaBackend {
             match handle {
                 Ok(blas) => {
                     let arrays = if desc.outer.count != 1 {
-                        let base = [
-                            blas::device_address(a)?,
-                            blas::device_address(b)?,
-                            blas::device_address(c)?,
-                        ];
+                        let base = [device_address(a)?, device_address(b)?, device_address(c)?];
                         Some(lock(&self.pointer_arrays).fill(self, desc, base)?)
                     } else {
                         None

@@ -16,7 +16,7 @@ use cudarc::cublas::sys::{
 use hologram_isa::Type;
 
 use super::device::Device;
-use super::memory::CudaMemory;
+use super::memory::device_address;
 use crate::backend::BufferArg;
 use crate::error::{BackendError, Result};
 use crate::library::{GemmDesc, GemmPrecision};
@@ -184,18 +184,6 @@ impl Blas {
         .result()
         .map_err(blas_error("gemm (cublasGemmStridedBatchedEx)"))
     }
-}
-
-/// The device address of a buffer argument's first byte, checked against its allocation.
-pub(crate) fn device_address(x: &BufferArg) -> Result<u64> {
-    let m = x
-        .memory
-        .as_any()
-        .downcast_ref::<CudaMemory>()
-        .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
-    // Against the allocation's own size (a `Memory` wrapper may report another).
-    crate::launch::check_buffer(x, crate::backend::DeviceMemory::size(m))?;
-    Ok(m.address() + x.offset as u64)
 }
 
 impl Drop for Blas {

@@ -22,7 +22,7 @@ use super::dnn_api::{api, check, Api};
 use hologram_isa::Type;
 
 use super::device::Device;
-use super::memory::CudaMemory;
+use super::memory::{device_address, CudaMemory};
 use crate::backend::BufferArg;
 use crate::error::{BackendError, Result};
 use crate::library::{ConvDesc, ConvPass, GemmPrecision};
@@ -359,17 +359,7 @@ impl Dnn {
         b: &BufferArg,
         out: &BufferArg,
     ) -> Result<()> {
-        let ptr = |x: &BufferArg| -> Result<u64> {
-            let m = x
-                .memory
-                .as_any()
-                .downcast_ref::<CudaMemory>()
-                .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
-            // Against the allocation's own size (a `Memory` wrapper may report another).
-            crate::launch::check_buffer(x, crate::backend::DeviceMemory::size(m))?;
-            Ok(m.address() + x.offset as u64)
-        };
-        let (pa, pb, po) = (ptr(a)?, ptr(b)?, ptr(out)?);
+        let (pa, pb, po) = (device_address(a)?, device_address(b)?, device_address(out)?);
         let need = self.plan(desc, pass)?.workspace;
         let ws = self.workspace(dev, need)?;
         let plan = &self.plans[&(*desc, pass)];

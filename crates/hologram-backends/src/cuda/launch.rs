@@ -18,7 +18,7 @@ use hologram_isa::Kernel;
 
 use super::codegen;
 use super::device::{describe, device_error, Device};
-use super::memory::{CudaMemory, Pinned};
+use super::memory::{device_address, CudaMemory, Pinned};
 use crate::backend::{KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
@@ -153,15 +153,8 @@ pub(crate) fn launch(
     for (param, arg) in kernel.params.iter().zip(args) {
         match arg {
             KernelArg::Buffer(b) => {
-                let m = b
-                    .memory
-                    .as_any()
-                    .downcast_ref::<CudaMemory>()
-                    .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
-                // Against the allocation's own size (a `Memory` wrapper may report another).
-                crate::launch::check_buffer(b, crate::backend::DeviceMemory::size(m))?;
                 let elem = param.ty().size_bytes().max(1);
-                vals.push(m.address() + b.offset as u64);
+                vals.push(device_address(b)?);
                 vals.push((b.len / elem) as u64);
             }
             KernelArg::Scalar(v) => vals.push(v.to_bits()),

@@ -125,6 +125,19 @@ impl DeviceMemory for CudaMemory {
     }
 }
 
+/// The device address of a buffer argument's first byte: the argument must be CUDA memory, and
+/// its range lies inside the allocation (checked against the allocation's own size, which a
+/// `Memory` wrapper may report differently).
+pub(crate) fn device_address(x: &crate::backend::BufferArg) -> Result<u64> {
+    let m = x
+        .memory
+        .as_any()
+        .downcast_ref::<CudaMemory>()
+        .ok_or_else(|| BackendError::ForeignBuffer("not CUDA device memory".into()))?;
+    crate::launch::check_buffer(x, DeviceMemory::size(m))?;
+    Ok(m.address() + x.offset as u64)
+}
+
 /// Page-locked host memory from `cuMemHostAlloc`.
 pub(crate) struct Pinned {
     pub ptr: *mut u8,

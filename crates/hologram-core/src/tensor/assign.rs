@@ -12,7 +12,7 @@ use std::sync::Arc;
 use hologram_backends::Memory;
 
 use super::expr::{Graph, NodeId};
-use super::lazy::{is_dense, Builder, Fused, Input, MAX_INPUTS, MAX_NODES};
+use super::lazy::{is_dense, Builder, Fused, Input};
 use super::{Source, Tensor};
 use crate::error::{Error, Result};
 
@@ -297,7 +297,7 @@ fn fuse(pairs: &[(Tensor, Tensor)], members: &[usize]) -> Result<Option<FusedUni
     for &i in members {
         roots.push(b.tensor(&pairs[i].0)?);
     }
-    if b.graph.nodes.len() > 2 * MAX_NODES || b.inputs.len() > MAX_INPUTS {
+    if !b.fits_one_kernel() {
         return Ok(None);
     }
     let dst_storage = |i: usize| match &pairs[i].1.src {

@@ -150,6 +150,11 @@ impl<'s> Builder<'s> {
         }
     }
 
+    /// True when the expression built so far (of one or more values) still fits one kernel.
+    pub fn fits_one_kernel(&self) -> bool {
+        self.graph.nodes.len() <= 2 * MAX_NODES && self.inputs.len() <= MAX_INPUTS
+    }
+
     fn input(&mut self, input: Input) -> u32 {
         match self.inputs.iter().position(|j| j.same(&input)) {
             Some(p) => p as u32,

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::lazy::{Builder, Fused, LazyTensor, MAX_INPUTS, MAX_NODES};
+use super::lazy::{Builder, Fused, LazyTensor};
 use super::{Source, Tensor};
 use crate::error::Result;
 
@@ -64,7 +64,7 @@ fn run_together(values: &[&(&Tensor, &Arc<LazyTensor>)]) -> Result<bool> {
     for (t, _) in values {
         roots.push(b.tensor(t)?);
     }
-    if b.graph.nodes.len() > 2 * MAX_NODES || b.inputs.len() > MAX_INPUTS {
+    if !b.fits_one_kernel() {
         return Ok(false);
     }
     let exec = values[0].0.executor();
