@@ -121,6 +121,10 @@ fn cases() -> Vec<Case> {
                 v.push(case(65, 33, 17, ta, tb, 3, pad, gap, offsets, 1.5, beta));
                 v.push(case(17, 65, 33, ta, tb, 2, pad, gap, offsets, 1.0, beta));
             }
+            // Large enough for the CPU backend to share one matrix among threads in slices of
+            // rows (tall) or of columns (wide), with lengths that do not divide evenly.
+            v.push(case(150, 97, 70, ta, tb, 1, 3, 0, [1, 2, 3], 1.5, 0.5));
+            v.push(case(70, 151, 61, ta, tb, 1, 0, 0, [0; 3], 1.0, 0.0));
         }
     }
     // Outer batches: whole strided batches repeated with a gap after each.

@@ -57,10 +57,66 @@ fn strides(trans: bool, ld: usize) -> (isize, isize) {
     }
 }
 
+/// Below this many multiply-adds a GEMM runs on the calling thread alone: waking a worker
+/// costs more than it saves.
+const PARALLEL_WORK: usize = 64 * 64 * 64;
+
+/// From this many multiply-adds per matrix the GEMM crate's own rayon split runs it: the
+/// operand it packs once for all threads outweighs the workers' wake-up, which it waits for.
+const CRATE_SPLIT_WORK: usize = 768 * 768 * 768;
+
+/// The narrowest slice of C (rows or columns) one unit of a shared GEMM computes.
+const MIN_SLICE: usize = 32;
+
+/// How the matrices of one call are cut into units that the calling thread and rayon's
+/// workers share (see `fanout`): each matrix into `parts` slices of C's rows (`along_m`) or
+/// columns, each slice one single-threaded GEMM. The caller starts on the first unit at once,
+/// so a worker that wakes late costs nothing: handing the whole call to the pool (the GEMM
+/// crate's rayon mode) parks the caller and waits for one worker to wake and then another,
+/// which doubled a 256x256 product on a 2-core machine whenever the workers slept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Split {
+    parts: usize,
+    along_m: bool,
+}
+
+impl Split {
+    /// The split for `d` on `threads` threads: about two units per thread, none narrower than
+    /// [`MIN_SLICE`], along the longer side of C.
+    fn of(d: &GemmDesc, threads: usize) -> Split {
+        let along_m = d.m >= d.n;
+        let side = if along_m { d.m } else { d.n };
+        let wanted = (2 * threads).div_ceil(d.batch.max(1));
+        Split {
+            parts: wanted.min(side / MIN_SLICE).max(1),
+            along_m,
+        }
+    }
+
+    /// The rows (or columns) of C that slice `p` of a matrix computes.
+    fn range(&self, side: usize, p: usize) -> std::ops::Range<usize> {
+        side * p / self.parts..side * (p + 1) / self.parts
+    }
+}
+
+/// Raw operand addresses shared with rayon's workers.
+#[derive(Clone, Copy)]
+struct Operands<T> {
+    a: *const T,
+    b: *const T,
+    c: *mut T,
+}
+
+// SAFETY: the addresses are only used by `run`'s units, which touch disjoint slices of C and
+// only read A and B, while `run`'s caller keeps the matrices alive and untouched (its contract).
+unsafe impl<T> Send for Operands<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T> Sync for Operands<T> {}
+
 /// # Safety
 /// The pointers must address aligned matrices of the sizes `d` describes (checked by the
 /// caller), C must not overlap A or B, and nothing else may access them meanwhile.
-unsafe fn run<T: 'static + Copy>(
+unsafe fn run<T: 'static + Copy + Send + Sync>(
     d: &GemmDesc,
     a: *const T,
     b: *const T,
@@ -69,40 +125,102 @@ unsafe fn run<T: 'static + Copy>(
     beta: T,
     parallel: bool,
 ) {
+    let work = d.m * d.n * d.k;
+    let threads = rayon::current_num_threads();
+    if !parallel || threads < 2 || work * d.batch < PARALLEL_WORK {
+        for i in 0..d.batch {
+            // SAFETY: matrix `i` lies inside its buffers (the caller's contract).
+            unsafe { one(d, i, 0..d.m, 0..d.n, a, b, c, alpha, beta, false) };
+        }
+        return;
+    }
+    if work >= CRATE_SPLIT_WORK {
+        for i in 0..d.batch {
+            // SAFETY: as above.
+            unsafe { one(d, i, 0..d.m, 0..d.n, a, b, c, alpha, beta, true) };
+        }
+        return;
+    }
+    let split = Split::of(d, threads);
+    let ops = Operands { a, b, c };
+    super::fanout::share(d.batch * split.parts, threads - 1, &|claims| {
+        let ops = &ops; // the whole struct, not its raw-pointer fields one by one
+        while let Some(unit) = claims.next_unit() {
+            let (i, p) = (unit / split.parts, unit % split.parts);
+            let (rows, cols) = if split.along_m {
+                (split.range(d.m, p), 0..d.n)
+            } else {
+                (0..d.m, split.range(d.n, p))
+            };
+            // SAFETY: each unit is claimed once and writes its own slice of C; the slices of
+            // one matrix are disjoint and A and B are only read (the caller's contract).
+            unsafe { one(d, i, rows, cols, ops.a, ops.b, ops.c, alpha, beta, false) };
+        }
+    });
+}
+
+/// C[rows, cols] of matrix `i` of the batch: the GEMM crate on one thread, or on rayon's pool
+/// when `crate_parallel`.
+///
+/// # Safety
+/// As for [`run`]; the ranges lie inside `0..m` and `0..n`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn one<T: 'static + Copy>(
+    d: &GemmDesc,
+    i: usize,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    a: *const T,
+    b: *const T,
+    c: *mut T,
+    alpha: T,
+    beta: T,
+    crate_parallel: bool,
+) {
     let (a_rs, a_cs) = strides(d.trans_a, d.lda);
     let (b_rs, b_cs) = strides(d.trans_b, d.ldb);
-    let par = if parallel && d.m * d.n * d.k >= 64 * 64 * 64 {
+    // Row r of op(A) and column j of op(B) start at these element offsets.
+    let a_row = if d.trans_a {
+        rows.start
+    } else {
+        rows.start * d.lda
+    };
+    let b_col = if d.trans_b {
+        cols.start * d.ldb
+    } else {
+        cols.start
+    };
+    let par = if crate_parallel {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
     };
-    for i in 0..d.batch {
-        // SAFETY: matrix `i` of each operand lies inside its buffer (the caller's contract).
-        unsafe {
-            gemm::gemm(
-                d.m,
-                d.n,
-                d.k,
-                c.add(i * d.stride_c),
-                1,
-                d.ldc as isize,
-                d.beta != 0.0,
-                a.add(i * d.stride_a),
-                a_cs,
-                a_rs,
-                b.add(i * d.stride_b),
-                b_cs,
-                b_rs,
-                // The crate computes dst = alpha·dst + beta·lhs·rhs.
-                beta,
-                alpha,
-                false,
-                false,
-                false,
-                par,
-            )
-        };
-    }
+    // SAFETY: the slice lies inside matrix `i` of each operand, which lies inside its buffer
+    // (the caller's contract).
+    unsafe {
+        gemm::gemm(
+            rows.len(),
+            cols.len(),
+            d.k,
+            c.add(i * d.stride_c + rows.start * d.ldc + cols.start),
+            1,
+            d.ldc as isize,
+            d.beta != 0.0,
+            a.add(i * d.stride_a + a_row),
+            a_cs,
+            a_rs,
+            b.add(i * d.stride_b + b_col),
+            b_cs,
+            b_rs,
+            // The crate computes dst = alpha·dst + beta·lhs·rhs.
+            beta,
+            alpha,
+            false,
+            false,
+            false,
+            par,
+        )
+    };
 }
 
 /// Runs a GEMM on host memory.
@@ -211,6 +329,42 @@ unsafe fn bf16_via_f32(d: &GemmDesc, a: *const bf16, b: *const bf16, c: *mut bf1
                     *cp.add(r * d.ldc + col) = bf16::from_f32(fc[r * d.n + col]);
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc(m: usize, n: usize, batch: usize) -> GemmDesc {
+        GemmDesc {
+            batch,
+            ..GemmDesc::new(Type::F32, m, n, 64)
+        }
+    }
+
+    #[test]
+    fn the_slices_of_a_split_cover_c_once() {
+        for (m, n, batch, threads) in [
+            (256, 256, 1, 2),
+            (150, 97, 1, 2),
+            (70, 151, 1, 8),
+            (40, 40, 1, 4),
+            (256, 64, 16, 2),
+        ] {
+            let d = desc(m, n, batch);
+            let split = Split::of(&d, threads);
+            let side = if split.along_m { m } else { n };
+            assert_eq!(split.along_m, m >= n);
+            assert!(split.parts >= 1 && (split.parts == 1 || side / split.parts >= MIN_SLICE));
+            let mut next = 0;
+            for p in 0..split.parts {
+                let r = split.range(side, p);
+                assert_eq!(r.start, next, "{m}x{n} part {p}");
+                next = r.end;
+            }
+            assert_eq!(next, side);
         }
     }
 }
