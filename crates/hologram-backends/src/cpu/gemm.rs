@@ -81,12 +81,12 @@ struct Split {
 }
 
 impl Split {
-    /// The split for `d` on `threads` threads: about two units per thread, none narrower than
-    /// [`MIN_SLICE`], along the longer side of C.
-    fn of(d: &GemmDesc, threads: usize) -> Split {
-        let along_m = d.m >= d.n;
-        let side = if along_m { d.m } else { d.n };
-        let wanted = (2 * threads).div_ceil(d.batch.max(1));
+    /// The split of `matrices` m×n products on `threads` threads: about two units per thread,
+    /// none narrower than [`MIN_SLICE`], along the longer side of C.
+    fn of(m: usize, n: usize, matrices: usize, threads: usize) -> Split {
+        let along_m = m >= n;
+        let side = if along_m { m } else { n };
+        let wanted = (2 * threads).div_ceil(matrices.max(1));
         Split {
             parts: wanted.min(side / MIN_SLICE).max(1),
             along_m,
@@ -141,22 +141,30 @@ unsafe fn run<T: 'static + Copy + Send + Sync>(
         }
         return;
     }
-    let split = Split::of(d, threads);
+    // Matrices whose C ranges meet (a batch stride of C shorter than one matrix) run one
+    // after another, as the GEMM crate's loop ran them: two threads must not write one element.
+    let c_span = (d.m - 1) * d.ldc + d.n;
+    let together = if d.stride_c >= c_span { d.batch } else { 1 };
+    let split = Split::of(d.m, d.n, together, threads);
     let ops = Operands { a, b, c };
-    super::fanout::share(d.batch * split.parts, threads - 1, &|claims| {
-        let ops = &ops; // the whole struct, not its raw-pointer fields one by one
-        while let Some(unit) = claims.next_unit() {
-            let (i, p) = (unit / split.parts, unit % split.parts);
-            let (rows, cols) = if split.along_m {
-                (split.range(d.m, p), 0..d.n)
-            } else {
-                (0..d.m, split.range(d.n, p))
-            };
-            // SAFETY: each unit is claimed once and writes its own slice of C; the slices of
-            // one matrix are disjoint and A and B are only read (the caller's contract).
-            unsafe { one(d, i, rows, cols, ops.a, ops.b, ops.c, alpha, beta, false) };
-        }
-    });
+    for first in (0..d.batch).step_by(together) {
+        let matrices = together.min(d.batch - first);
+        super::fanout::share(matrices * split.parts, threads - 1, &|claims| {
+            let ops = &ops; // the whole struct, not its raw-pointer fields one by one
+            while let Some(unit) = claims.next_unit() {
+                let (i, p) = (first + unit / split.parts, unit % split.parts);
+                let (rows, cols) = if split.along_m {
+                    (split.range(d.m, p), 0..d.n)
+                } else {
+                    (0..d.m, split.range(d.n, p))
+                };
+                // SAFETY: each unit is claimed once and writes its own slice of C: the slices
+                // of one matrix are disjoint, and matrices that share a call do not meet (their
+                // C stride spans a whole matrix); A and B are only read (the caller's contract).
+                unsafe { one(d, i, rows, cols, ops.a, ops.b, ops.c, alpha, beta, false) };
+            }
+        });
+    }
 }
 
 /// C[rows, cols] of matrix `i` of the batch: the GEMM crate on one thread, or on rayon's pool
@@ -337,13 +345,6 @@ unsafe fn bf16_via_f32(d: &GemmDesc, a: *const bf16, b: *const bf16, c: *mut bf1
 mod tests {
     use super::*;
 
-    fn desc(m: usize, n: usize, batch: usize) -> GemmDesc {
-        GemmDesc {
-            batch,
-            ..GemmDesc::new(Type::F32, m, n, 64)
-        }
-    }
-
     #[test]
     fn the_slices_of_a_split_cover_c_once() {
         for (m, n, batch, threads) in [
@@ -353,8 +354,7 @@ mod tests {
             (40, 40, 1, 4),
             (256, 64, 16, 2),
         ] {
-            let d = desc(m, n, batch);
-            let split = Split::of(&d, threads);
+            let split = Split::of(m, n, batch, threads);
             let side = if split.along_m { m } else { n };
             assert_eq!(split.along_m, m >= n);
             assert!(split.parts >= 1 && (split.parts == 1 || side / split.parts >= MIN_SLICE));

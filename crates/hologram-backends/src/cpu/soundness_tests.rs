@@ -253,3 +253,34 @@ fn a_gemm_operand_past_its_allocation_is_an_error() {
     let desc = crate::library::GemmDesc::new(hologram_isa::Type::F32, 4, 4, 4);
     assert!(b.gemm(&desc, &past, &inside, &inside).is_err());
 }
+
+/// A batch whose C matrices are one and the same (C stride 0), large enough for the GEMM to be
+/// shared among threads: matrices that meet must not be written by two threads at once. With
+/// beta = 1 each product adds to C in turn, exactly (small integers). Sharing them among
+/// threads loses sums in some runs (1 in 3 here); under Miri it is a reported data race.
+#[test]
+fn a_batch_whose_c_matrices_meet_accumulates_one_product_at_a_time() {
+    let b = CpuBackend::new();
+    let (m, n, k, batch) = (64, 64, 64, 32);
+    let a: Vec<f32> = (0..batch * m * k).map(|i| (i % 5) as f32 - 2.0).collect();
+    let bm: Vec<f32> = (0..batch * k * n).map(|i| (i % 3) as f32 - 1.0).collect();
+    let c0: Vec<f32> = (0..m * n).map(|i| (i % 7) as f32).collect();
+    let upload = |v: &[f32]| BufferArg::whole(buffer(&b, bytemuck::cast_slice(v)));
+    let (ga, gb, gc) = (upload(&a), upload(&bm), upload(&c0));
+    let mut desc = crate::library::GemmDesc::new(hologram_isa::Type::F32, m, n, k);
+    (desc.batch, desc.stride_c, desc.beta) = (batch, 0, 1.0);
+    b.gemm(&desc, &ga, &gb, &gc).expect("gemm");
+    let got: Vec<f32> = bytemuck::cast_slice(&read(&b, &gc.memory)).to_vec();
+    let mut want = c0;
+    for z in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let s: f32 = (0..k)
+                    .map(|p| a[z * m * k + i * k + p] * bm[z * k * n + p * n + j])
+                    .sum();
+                want[i * n + j] += s;
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
