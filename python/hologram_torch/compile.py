@@ -356,13 +356,16 @@ class _Signature:
         for o in graph.outs[:graph.user_outputs]:
             if isinstance(o, torch.fx.Node) and o in planned or _plan_base(o) in planned:
                 visible.add(_plan_base(o))
-        self.copy_visible = [node not in visible for node in planned]
+        self.saved_only = [node not in visible for node in planned]
         # Gradients: autograd moves them into .grad (or adds them to it and lets them go), and
         # zero_grad() drops them before the next backward pass, so the plan's buffers are free
-        # again by then; no allocation and copy per gradient and step. A loop that keeps
-        # gradients of several passes keeps instances busy: once every instance is, the
-        # signature goes back to copies (see __call__).
-        self.alias = [True] * len(planned) if graph.kind == "backward" else self.copy_visible
+        # again by then; no allocation and copy per gradient and step. What a forward or
+        # inference graph's caller sees is a copy: a caller that keeps it while calling again
+        # (`out = model(x)` in a loop) would otherwise keep the instance, and all its buffers,
+        # busy, and the next call would record another. A loop that keeps gradients of several
+        # passes keeps instances busy: once every instance is, the signature goes back to
+        # copies (see __call__).
+        self.alias = [True] * len(planned) if graph.kind == "backward" else self.saved_only
         self.instances: list = []
         # A graph that draws random numbers gets a seed input, new at every call.
         self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
@@ -400,12 +403,15 @@ class _Signature:
             self.instances.insert(0, plan)
             _STATS["plans"] += 1
             return self._results(args, first, plan)
-        # Every instance is busy: record one more for this call only, with copied outputs, and
-        # from now on copy what the caller sees (it keeps results of several calls).
-        self.alias = self.copy_visible
-        plan, first = self._record(args, xs, alias=False)
+        # Every instance is busy: the caller keeps results of several calls. From now on copy
+        # what the caller sees, in an instance recorded so, which takes the place of the least
+        # recently used one (its buffers stay with the tensors that hold them).
+        self.alias = self.saved_only
+        self._drop(self.instances[-1])
+        plan, first = self._record(args, xs)
+        self.instances.insert(0, plan)
         _STATS["plans"] += 1
-        return self._results(args, first, None)
+        return self._results(args, first, plan)
 
     def _drop(self, plan):
         """Gives up an instance; its output buffers stop counting as plan buffers."""
@@ -414,7 +420,7 @@ class _Signature:
             _PLAN_BUFFERS.pop(address, None)
         _STATS["plans_dropped"] += 1
 
-    def _record(self, args, xs, alias=True):
+    def _record(self, args, xs):
         graph, pos, planned = self.graph, self.pos, self.planned
         lowering.CTX.executor = self.executor
         direct = [_in_place(args[i]) for i in self.inputs] if self.inputs else [False]
@@ -438,7 +444,7 @@ class _Signature:
         rec = hg.Recording(self.executor, xs, direct)
         try:
             outs = run(*rec.inputs())
-            plan, first = rec.finish(outs, self.alias if alias else None)
+            plan, first = rec.finish(outs, self.alias)
         except hg.HologramError as e:
             rec.abort()
             raise lowering.NoLowering(f"{type(e).__name__}: {e}") from None
