@@ -64,6 +64,7 @@ fn variants(k: &hologram_isa::Kernel) -> Vec<CodegenOptions> {
             bounds_checks: false,
             launch_bounds: Some(1024),
             vector_map: false,
+            dedicated_rows: None,
         },
     ];
     if hologram_backends::cuda::codegen::map::vectorizable(k).is_some() {
@@ -71,6 +72,7 @@ fn variants(k: &hologram_isa::Kernel) -> Vec<CodegenOptions> {
             bounds_checks,
             launch_bounds: None,
             vector_map: true,
+            dedicated_rows: None,
         }));
     }
     v

@@ -6,14 +6,15 @@
 
 #![cfg(feature = "cuda")]
 
-use hologram_backends::cuda::codegen::{generate, CodegenOptions};
+use hologram_backends::cuda::codegen::{generate, rows, CodegenOptions};
 use hologram_compiler::patterns::reduce_templates::{block_program, lane_program, Combine};
 use hologram_compiler::patterns::softmax_templates::{row_program, RowOp};
+use hologram_compiler::patterns::RowPattern;
 use hologram_isa::{Program, Type};
 
 /// Every template with a name: each combine over the dtypes tensors use, every row op over the
 /// float types and group sizes.
-fn templates() -> Vec<(String, Program)> {
+fn templates() -> Vec<(String, Program, Option<RowPattern>)> {
     let mut out = Vec::new();
     for c in Combine::ALL {
         for (s, a, o) in [
@@ -24,22 +25,41 @@ fn templates() -> Vec<(String, Program)> {
             (Type::I32, Type::I64, Type::I64),
             (Type::U8, Type::U8, Type::U8),
         ] {
-            out.push((format!("lane_{c:?}_{s}"), lane_program(c, s, a, o)));
-            out.push((format!("block_{c:?}_{s}"), block_program(c, s, a, o, false)));
+            out.push((format!("lane_{c:?}_{s}"), lane_program(c, s, a, o), None));
+            out.push((
+                format!("block_{c:?}_{s}"),
+                block_program(c, s, a, o, false),
+                None,
+            ));
             if c.is_arg() {
                 out.push((
                     format!("block_ix_{c:?}_{a}"),
                     block_program(c, a, a, a, true),
+                    None,
                 ));
             }
         }
     }
     for op in RowOp::ALL {
         for s in [Type::F32, Type::F16, Type::BF16, Type::F64] {
-            for (g, resident) in [(32, 0), (128, 0), (256, 0), (32, 3), (128, 8), (256, 16)] {
+            for (g, resident) in [
+                (32, 0),
+                (128, 0),
+                (256, 0),
+                (32, 3),
+                (128, 8),
+                (256, 16),
+                (64, 16),
+            ] {
                 out.push((
                     format!("rows_{op:?}_{s}_{g}_{resident}"),
                     row_program(op, s, g, resident),
+                    Some(RowPattern {
+                        op,
+                        storage: s,
+                        g,
+                        resident,
+                    }),
                 ));
             }
         }
@@ -51,9 +71,14 @@ fn templates() -> Vec<(String, Program)> {
 fn sources() -> Vec<(String, String)> {
     let dump = std::env::var_os("HOLOGRAM_CUDA_DUMP").map(std::path::PathBuf::from);
     let mut out = Vec::new();
-    for (name, program) in templates() {
+    for (name, program, row) in templates() {
         let k = hologram_compiler::Canonical::from_program(&program)
             .unwrap_or_else(|e| panic!("{name}: {e}\n{}", hologram_isa::print(&program)));
+        // Row kernels with a dedicated form: that form too (it has no bounds checks).
+        let dedicated = row.filter(rows::has_form).map(|p| CodegenOptions {
+            dedicated_rows: Some(p),
+            ..CodegenOptions::default()
+        });
         let k = k.kernel();
         for opts in [
             CodegenOptions::default(),
@@ -61,7 +86,10 @@ fn sources() -> Vec<(String, String)> {
                 bounds_checks: false,
                 ..CodegenOptions::default()
             },
-        ] {
+        ]
+        .into_iter()
+        .chain(dedicated)
+        {
             let code = generate(k, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
             let name = format!("{name}.{}", opts.tag());
             if let Some(dir) = &dump {

@@ -13,6 +13,13 @@ use hologram_core::{DType, Error, Executor, Tensor};
 
 /// True when the executor computes with `dt`, exponentials included for floats (WGSL has no
 /// f64 transcendentals); the dtypes it cannot are listed and skipped.
+/// Tests launch under a read guard; the one that counts launches takes it alone.
+static LAUNCHES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn launching() -> std::sync::RwLockReadGuard<'static, ()> {
+    LAUNCHES.read().unwrap_or_else(|p| p.into_inner())
+}
+
 fn supports(exec: &Executor, dt: DType) -> bool {
     let probe =
         Tensor::ones(exec, &[2], dt).and_then(|t| if dt.is_float() { t.exp() } else { t.add(&t) });
@@ -60,11 +67,13 @@ fn softmax_ref(a: &Arr) -> (Arr, Arr) {
 }
 
 /// Every row length class of the row kernels: one element, fewer than a lane group, registers
-/// partly used, exactly a group's registers, the most registers, and the looping form.
-const COLS: [usize; 8] = [1, 5, 33, 1024, 1500, 4096, 4097, 9000];
+/// partly used, exactly a group's registers, the most registers, and the looping form; on CUDA
+/// rows of whole vectors in groups of one, two, four and eight warps (the dedicated form).
+const COLS: [usize; 10] = [1, 5, 33, 128, 1024, 1500, 2048, 4096, 4097, 9000];
 
 #[test]
 fn softmax_rows_of_every_kernel_shape() {
+    let _shared = launching();
     for exec in executors() {
         for dt in [DType::F32, DType::F16, DType::BF16, DType::F64] {
             if !supports(&exec, dt) {
@@ -114,6 +123,7 @@ fn softmax_rows_of_every_kernel_shape() {
 
 #[test]
 fn softmax_of_views_lazy_inputs_and_other_axes() {
+    let _shared = launching();
     for exec in executors() {
         let mut rng = Rng(5);
         let a = random_arr(&mut rng, &[6, 700], DType::F32, -3.0, 3.0);
@@ -178,6 +188,7 @@ fn softmax_of_views_lazy_inputs_and_other_axes() {
 
 #[test]
 fn softmax_backward_fused_matches_the_formula() {
+    let _shared = launching();
     for exec in executors() {
         for dt in [DType::F32, DType::F64, DType::F16] {
             if !supports(&exec, dt) {
@@ -213,6 +224,7 @@ fn softmax_backward_fused_matches_the_formula() {
 
 #[test]
 fn long_reductions_nan_ties_and_split_axes() {
+    let _shared = launching();
     for exec in executors() {
         for dt in [DType::F32, DType::F16, DType::I32] {
             if !supports(&exec, dt) {
@@ -319,6 +331,7 @@ fn long_reductions_nan_ties_and_split_axes() {
 /// lane), for the forward and backward kernels of every float type.
 #[test]
 fn native_rows_match_the_interpreter_bit_for_bit() {
+    let _shared = launching();
     let native = Executor::cpu();
     let interp = Executor::with_backend(
         hologram_core::BackendType::Cpu,
@@ -347,6 +360,44 @@ fn native_rows_match_the_interpreter_bit_for_bit() {
                     run(&interp),
                     "{op:?} of {dt}, {cols} columns: native and interpreted bits differ"
                 );
+            }
+        }
+    }
+}
+
+/// On CUDA a row kernel launched on rows of whole vectors, in bounds and aligned, runs its
+/// dedicated form (a library launch); other rows the generic form. (The results of both are
+/// checked by the tests above.)
+#[test]
+fn cuda_row_kernels_take_their_dedicated_form_where_it_fits() {
+    // The launch counters are the process's: no other test of this file launches meanwhile.
+    let _alone = LAUNCHES.write().unwrap_or_else(|p| p.into_inner());
+    for exec in executors() {
+        if exec.backend_type() != hologram_core::BackendType::Cuda {
+            continue;
+        }
+        let mut rng = Rng(5);
+        for (cols, dedicated) in [(1024, true), (256, true), (4096, true), (1022, false)] {
+            for dt in [DType::F32, DType::F16] {
+                let y = upload(&exec, &random_arr(&mut rng, &[6, cols], dt, 0.0, 1.0), dt);
+                let g = upload(&exec, &random_arr(&mut rng, &[6, cols], dt, -1.0, 1.0), dt);
+                for (op, grad) in [
+                    (RowOp::Softmax, None),
+                    (RowOp::LogSoftmax, None),
+                    (RowOp::SoftmaxBackward, Some(&g)),
+                ] {
+                    let before = exec.stats().backend;
+                    let out = y.fused_last_axis(op, grad).expect("fused row kernel");
+                    out.to_bytes().expect("result");
+                    let after = exec.stats().backend;
+                    let library = after.library_launches - before.library_launches;
+                    let generic = after.generic_launches - before.generic_launches;
+                    assert_eq!(
+                        (library, generic),
+                        if dedicated { (1, 0) } else { (0, 1) },
+                        "{op:?} {dt} cols {cols}: (library, generic) launches"
+                    );
+                }
             }
         }
     }

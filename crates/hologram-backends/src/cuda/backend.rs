@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cudarc::driver::result as drv;
 use cudarc::driver::sys;
-use hologram_compiler::patterns::Pattern;
+use hologram_compiler::patterns::{Pattern, RowPattern};
 use hologram_compiler::{Canonical, Digest};
 use hologram_isa::Kernel;
 
@@ -46,6 +46,8 @@ struct CudaKernel {
     variants: Mutex<HashMap<CodegenOptions, Arc<Module>>>,
     /// An element-wise map compiled in its vectorized form (four lanes per thread).
     vector_map: bool,
+    /// A row kernel with a dedicated form (`codegen::rows`), for launches that fit it.
+    rows: Option<RowPattern>,
     /// The parameters divided by through host-computed multipliers (`codegen::divide`).
     divisors: Vec<u32>,
 }
@@ -403,6 +405,12 @@ impl Backend for CudaBackend {
         if vector_map {
             tracing::debug!(kernel = %kernel.name, "element-wise map: vectorized form");
         }
+        let rows = match canonical.pattern() {
+            Some(Pattern::Rows(p)) if codegen::rows::has_form(p) && codegen::rows::enabled() => {
+                Some(*p)
+            }
+            _ => None,
+        };
         let opts = CodegenOptions {
             vector_map,
             ..CodegenOptions::default()
@@ -420,6 +428,7 @@ impl Backend for CudaBackend {
             checked,
             variants: Mutex::new(HashMap::new()),
             vector_map,
+            rows,
             divisors: codegen::divide::divisor_params(kernel),
         };
         Ok(CompiledKernel::new(kernel.clone(), Arc::new(k)))
@@ -449,10 +458,26 @@ impl Backend for CudaBackend {
         } else {
             None
         };
+        // A row kernel runs its dedicated form where the host proves the launch in bounds and
+        // aligned (see codegen::rows), else the generic form.
+        let dedicated_rows = k.rows.filter(|p| {
+            let buffer = |i: usize| match args.get(i) {
+                Some(KernelArg::Buffer(b)) => Some(b),
+                _ => None,
+            };
+            let elem = p.storage.size_bytes();
+            codegen::rows::fits(
+                p,
+                args,
+                |i| buffer(i).and_then(|b| device_address(b).ok()),
+                |i| buffer(i).map(|b| (b.len / elem) as u64),
+            )
+        });
         let mut opts = CodegenOptions {
             bounds_checks: config.bounds_checks(),
             launch_bounds: None,
             vector_map: map_shape.is_some(),
+            dedicated_rows,
         };
         let mut module = self.variant(k, opts)?;
         let timeout = config.effective_timeout();
@@ -505,7 +530,7 @@ impl Backend for CudaBackend {
             }
             q.last.clone_from(&k.kernel.name);
         }
-        count(if shape.total.is_some() {
+        count(if shape.total.is_some() || dedicated_rows.is_some() {
             Event::LibraryLaunch
         } else {
             Event::GenericLaunch

@@ -37,9 +37,11 @@ pub mod divide;
 pub mod map;
 mod memory;
 pub mod prelude;
+pub mod rows;
 
 use std::fmt::Write;
 
+use hologram_compiler::patterns::RowPattern;
 use hologram_isa::{Kernel, ParamKind, Special};
 
 use self::control::{label, Flow};
@@ -84,6 +86,9 @@ pub struct CodegenOptions {
     /// Generate the vectorized form of an element-wise map (see [`map`]): four lanes per CUDA
     /// thread, launched with [`map::geometry`] and the original lane count as a last argument.
     pub vector_map: bool,
+    /// Generate the dedicated form of this row kernel (see [`rows`]), for a launch that
+    /// [`rows::fits`].
+    pub dedicated_rows: Option<RowPattern>,
 }
 
 impl Default for CodegenOptions {
@@ -92,6 +97,7 @@ impl Default for CodegenOptions {
             bounds_checks: true,
             launch_bounds: None,
             vector_map: false,
+            dedicated_rows: None,
         }
     }
 }
@@ -110,6 +116,9 @@ impl CodegenOptions {
         if self.vector_map {
             let _ = write!(t, ";vmap{}", map::LANES_PER_THREAD);
         }
+        if self.dedicated_rows.is_some() {
+            t.push_str(";rows1");
+        }
         t
     }
 }
@@ -127,6 +136,9 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
                 .into(),
         })?;
         return map::generate(kernel, &pattern, opts);
+    }
+    if let Some(p) = &opts.dedicated_rows {
+        return rows::generate(kernel, p, opts);
     }
     let mut out = String::with_capacity(prelude::PRELUDE.len() + 256 * kernel.insts.len());
     out.push_str(prelude::PRELUDE);
@@ -382,6 +394,7 @@ mod tests {
                 bounds_checks: false,
                 launch_bounds: Some(1024),
                 vector_map: false,
+                dedicated_rows: None,
             },
         );
         assert!(!unchecked.contains("hg_x >= n1"));
