@@ -34,10 +34,15 @@ fn close(what: &str, got: &[f64], want: &[f64], tol: f64) {
     }
 }
 
+/// Tests launch under a read guard; the one that counts launches takes it alone (the counters
+/// are the process's).
+static LAUNCHES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 #[test]
 fn layer_norm_and_its_backward_match_a_reference() {
+    let _shared = LAUNCHES.read().unwrap_or_else(|p| p.into_inner());
     for exec in common::executors() {
-        for (rows, cols) in [(3usize, 7usize), (5, 1024), (2, 5000)] {
+        for (rows, cols) in [(3usize, 7usize), (5, 1024), (2, 5000), (4, 512), (6, 256)] {
             let x = data(rows * cols, 1);
             let w = data(cols, 2);
             let b = data(cols, 3);
@@ -48,6 +53,8 @@ fn layer_norm_and_its_backward_match_a_reference() {
                 (vec![0.0; rows * cols], vec![0.0; rows], vec![0.0; rows]);
             let (mut dx, mut dw, mut db) =
                 (vec![0.0; rows * cols], vec![0.0; cols], vec![0.0; cols]);
+            // The input's gradient without an affine weight.
+            let mut dx_plain = vec![0.0; rows * cols];
             for r in 0..rows {
                 let row: Vec<f64> = x[r * cols..(r + 1) * cols]
                     .iter()
@@ -64,7 +71,11 @@ fn layer_norm_and_its_backward_match_a_reference() {
                     .collect();
                 let mg = g.iter().sum::<f64>() / cols as f64;
                 let mgx = g.iter().zip(&xh).map(|(a, b)| a * b).sum::<f64>() / cols as f64;
+                let dyr: Vec<f64> = (0..cols).map(|c| dy[r * cols + c] as f64).collect();
+                let mdy = dyr.iter().sum::<f64>() / cols as f64;
+                let mdyx = dyr.iter().zip(&xh).map(|(a, b)| a * b).sum::<f64>() / cols as f64;
                 for c in 0..cols {
+                    dx_plain[r * cols + c] = rs * (dyr[c] - mdy - xh[c] * mdyx);
                     y[r * cols + c] = xh[c] * w[c] as f64 + b[c] as f64;
                     dx[r * cols + c] = rs * (g[c] - mg - xh[c] * mgx);
                     dw[c] += dy[r * cols + c] as f64 * xh[c];
@@ -98,6 +109,72 @@ fn layer_norm_and_its_backward_match_a_reference() {
                 .map(|i| (x[i] as f64 - mean[i / cols]) * rstd[i / cols])
                 .collect();
             close(&format!("{what} y (no affine)"), &f64s(&yn), &plain, 2e-5);
+            let (dxn, _, _) = xt
+                .layer_norm_backward_with_stats(&dyt, 1, None, &mt, &rt)
+                .unwrap();
+            close(
+                &format!("{what} dx (no affine)"),
+                &f64s(&dxn),
+                &dx_plain,
+                5e-5,
+            );
+        }
+    }
+}
+
+/// On CUDA, layer norm over rows of whole vectors (in bounds, aligned) runs the dedicated form
+/// of its kernels (library launches); other rows the generic form.
+#[test]
+fn cuda_layer_norm_takes_its_dedicated_form_where_it_fits() {
+    let _alone = LAUNCHES.write().unwrap_or_else(|p| p.into_inner());
+    for exec in common::executors() {
+        if exec.backend_type() != hologram_core::BackendType::Cuda {
+            continue;
+        }
+        for (cols, dedicated) in [(512usize, true), (1024, true), (510, false)] {
+            let rows = 8;
+            let t = |v: &[f32], s: &[usize]| Tensor::from_slice(&exec, v, s).unwrap();
+            let (x, w, b) = (
+                t(&data(rows * cols, 1), &[rows, cols]),
+                t(&data(cols, 2), &[cols]),
+                t(&data(cols, 3), &[cols]),
+            );
+            let dy = t(&data(rows * cols, 4), &[rows, cols]);
+            let count = |what: &str, run: &dyn Fn() -> Vec<Tensor>| {
+                let before = exec.stats().backend;
+                for out in run() {
+                    out.to_bytes().expect("result");
+                }
+                let after = exec.stats().backend;
+                let generic = after.generic_launches - before.generic_launches;
+                let library = after.library_launches - before.library_launches;
+                if dedicated {
+                    assert!(
+                        library >= 1 && generic == 0,
+                        "{what} cols {cols}: {library} library, {generic} generic launches"
+                    );
+                } else {
+                    assert!(
+                        generic >= 1,
+                        "{what} cols {cols}: {library} library, {generic} generic launches"
+                    );
+                }
+            };
+            let (_, mean, rstd) = x
+                .layer_norm_with_stats(1, Some(&w), Some(&b), 1e-5)
+                .unwrap();
+            count("forward", &|| {
+                let (y, _, _) = x
+                    .layer_norm_with_stats(1, Some(&w), Some(&b), 1e-5)
+                    .unwrap();
+                vec![y]
+            });
+            count("backward", &|| {
+                let (dx, _, _) = x
+                    .layer_norm_backward_with_stats(&dy, 1, None, &mean, &rstd)
+                    .unwrap();
+                vec![dx]
+            });
         }
     }
 }

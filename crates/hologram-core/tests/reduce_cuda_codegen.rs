@@ -1,4 +1,4 @@
-//! The reduction and fused row (softmax) templates that tensor ops launch, through the CUDA code
+//! The reduction, fused row (softmax) and layer-norm templates that tensor ops launch, through the CUDA code
 //! generator (canonical form, as the CUDA backend compiles them), and through NVRTC for
 //! `compute_90` when it is present: without NVRTC that part is skipped with a message unless
 //! `HOLOGRAM_REQUIRE_NVRTC=1`. The backends' own codegen test covers the conformance suite, not
@@ -6,15 +6,16 @@
 
 #![cfg(feature = "cuda")]
 
-use hologram_backends::cuda::codegen::{generate, rows, CodegenOptions};
+use hologram_backends::cuda::codegen::{generate, CodegenOptions, RowForm};
+use hologram_compiler::patterns::norm_templates::{self, NormKernel};
 use hologram_compiler::patterns::reduce_templates::{block_program, lane_program, Combine};
 use hologram_compiler::patterns::softmax_templates::{row_program, RowOp};
-use hologram_compiler::patterns::RowPattern;
+use hologram_compiler::patterns::{Pattern, RowPattern};
 use hologram_isa::{Program, Type};
 
 /// Every template with a name: each combine over the dtypes tensors use, every row op over the
 /// float types and group sizes.
-fn templates() -> Vec<(String, Program, Option<RowPattern>)> {
+fn templates() -> Vec<(String, Program, Option<Pattern>)> {
     let mut out = Vec::new();
     for c in Combine::ALL {
         for (s, a, o) in [
@@ -54,13 +55,33 @@ fn templates() -> Vec<(String, Program, Option<RowPattern>)> {
                 out.push((
                     format!("rows_{op:?}_{s}_{g}_{resident}"),
                     row_program(op, s, g, resident),
-                    Some(RowPattern {
+                    Some(Pattern::Rows(RowPattern {
                         op,
                         storage: s,
                         g,
                         resident,
-                    }),
+                    })),
                 ));
+            }
+        }
+    }
+    for backward in [false, true] {
+        for affine in [false, true] {
+            for storage in [Type::F32, Type::F16, Type::BF16, Type::F64] {
+                for (g, resident) in [(32, 0), (32, 16), (64, 16), (256, 16), (32, 1)] {
+                    let k = NormKernel {
+                        backward,
+                        affine,
+                        storage,
+                        g,
+                        resident,
+                    };
+                    out.push((
+                        format!("norm_{backward}_{affine}_{storage}_{g}_{resident}"),
+                        norm_templates::program(&k),
+                        Some(Pattern::Norm(k)),
+                    ));
+                }
             }
         }
     }
@@ -75,8 +96,8 @@ fn sources() -> Vec<(String, String)> {
         let k = hologram_compiler::Canonical::from_program(&program)
             .unwrap_or_else(|e| panic!("{name}: {e}\n{}", hologram_isa::print(&program)));
         // Row kernels with a dedicated form: that form too (it has no bounds checks).
-        let dedicated = row.filter(rows::has_form).map(|p| CodegenOptions {
-            dedicated_rows: Some(p),
+        let dedicated = RowForm::of(row.as_ref()).map(|f| CodegenOptions {
+            dedicated_rows: Some(f),
             ..CodegenOptions::default()
         });
         let k = k.kernel();

@@ -203,7 +203,8 @@ impl Backend for CpuBackend {
                 tracing::debug!(kernel = %kernel.name, "max pooling: native loop");
                 lowered.native_pool = Some(*pattern);
             }
-            None => {}
+            // Layer norm runs fused only on GPUs (the core composes it on the CPU).
+            Some(Pattern::Norm(_)) | None => {}
         }
         bump(&self.counters.compiles, 1);
         bump(&self.counters.code_bytes, lowered.code_bytes() as u64);

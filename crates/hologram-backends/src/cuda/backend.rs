@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use cudarc::driver::result as drv;
 use cudarc::driver::sys;
-use hologram_compiler::patterns::{Pattern, RowPattern};
+use hologram_compiler::patterns::Pattern;
 use hologram_compiler::{Canonical, Digest};
 use hologram_isa::Kernel;
 
 use super::blas::Blas;
 use super::cache::ModuleCache;
-use super::codegen::{self, CodegenOptions, CODEGEN_VERSION};
+use super::codegen::{self, CodegenOptions, RowForm, CODEGEN_VERSION};
 use super::device::{cublas, device_error, Device};
 use super::dnn::{self, Dnn};
 use super::dnn_api;
@@ -46,8 +46,8 @@ struct CudaKernel {
     variants: Mutex<HashMap<CodegenOptions, Arc<Module>>>,
     /// An element-wise map compiled in its vectorized form (four lanes per thread).
     vector_map: bool,
-    /// A row kernel with a dedicated form (`codegen::rows`), for launches that fit it.
-    rows: Option<RowPattern>,
+    /// A row kernel with a dedicated form (`codegen::RowForm`), for launches that fit it.
+    rows: Option<RowForm>,
     /// The parameters divided by through host-computed multipliers (`codegen::divide`).
     divisors: Vec<u32>,
 }
@@ -405,12 +405,7 @@ impl Backend for CudaBackend {
         if vector_map {
             tracing::debug!(kernel = %kernel.name, "element-wise map: vectorized form");
         }
-        let rows = match canonical.pattern() {
-            Some(Pattern::Rows(p)) if codegen::rows::has_form(p) && codegen::rows::enabled() => {
-                Some(*p)
-            }
-            _ => None,
-        };
+        let rows = RowForm::of(canonical.pattern());
         let opts = CodegenOptions {
             vector_map,
             ..CodegenOptions::default()
@@ -460,17 +455,15 @@ impl Backend for CudaBackend {
         };
         // A row kernel runs its dedicated form where the host proves the launch in bounds and
         // aligned (see codegen::rows), else the generic form.
-        let dedicated_rows = k.rows.filter(|p| {
-            let buffer = |i: usize| match args.get(i) {
-                Some(KernelArg::Buffer(b)) => Some(b),
+        let dedicated_rows = k.rows.filter(|form| {
+            let buffer = |i: usize| match (args.get(i), k.kernel.params.get(i)) {
+                (Some(KernelArg::Buffer(b)), Some(param)) => Some((b, param.ty().size_bytes())),
                 _ => None,
             };
-            let elem = p.storage.size_bytes();
-            codegen::rows::fits(
-                p,
+            form.fits(
                 args,
-                |i| buffer(i).and_then(|b| device_address(b).ok()),
-                |i| buffer(i).map(|b| (b.len / elem) as u64),
+                |i| buffer(i).and_then(|(b, _)| device_address(b).ok()),
+                |i| buffer(i).map(|(b, elem)| (b.len / elem.max(1)) as u64),
             )
         });
         let mut opts = CodegenOptions {

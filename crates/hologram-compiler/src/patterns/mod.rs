@@ -33,6 +33,9 @@ pub enum Pattern {
     Rows(RowPattern),
     /// A 2-D max-pooling kernel (one of the templates of [`pool_templates`]).
     Pool(PoolPattern),
+    /// A fused layer-norm row kernel (one of the templates of [`norm_templates`]). Only the
+    /// library's builder attaches it; text is never recognized as one.
+    Norm(norm_templates::NormKernel),
 }
 
 /// Recognizes a canonical kernel.

@@ -198,15 +198,15 @@ pub fn program(k: &NormKernel) -> Program {
     gen.b.finish()
 }
 
-/// The kernel as a canonical kernel (built once per process and remembered). It carries no
-/// library intent: backends run its own code.
+/// The kernel as a canonical kernel carrying its intent (built once per process and
+/// remembered).
 pub fn kernel(k: &NormKernel) -> Result<Canonical, ValidationError> {
     static MEMO: OnceLock<Mutex<HashMap<NormKernel, Canonical>>> = OnceLock::new();
     let memo = MEMO.get_or_init(Default::default);
     if let Some(c) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
         return Ok(c.clone());
     }
-    let c = Canonical::from_program(&program(k))?;
+    let c = Canonical::with_pattern(&program(k), super::Pattern::Norm(*k))?;
     memo.lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(*k, c.clone());

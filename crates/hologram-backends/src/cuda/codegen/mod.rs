@@ -36,12 +36,14 @@ mod ctype;
 pub mod divide;
 pub mod map;
 mod memory;
+pub mod norm;
 pub mod prelude;
 pub mod rows;
 
 use std::fmt::Write;
 
-use hologram_compiler::patterns::RowPattern;
+use hologram_compiler::patterns::norm_templates::NormKernel;
+use hologram_compiler::patterns::{Pattern, RowPattern};
 use hologram_isa::{Kernel, ParamKind, Special};
 
 use self::control::{label, Flow};
@@ -74,6 +76,44 @@ pub const ERR_BARRIER_DIVERGENCE: u64 = 2;
 /// `hg_rec[0]` when a lane ran past the launch timeout.
 pub const ERR_TIMEOUT: u64 = 3;
 
+/// A row kernel whose intent has a dedicated form: the softmax family ([`rows`]) or layer norm
+/// ([`norm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RowForm {
+    /// Softmax, log-softmax, their backward ops and the attention probabilities.
+    Softmax(RowPattern),
+    /// Layer norm, forward or backward.
+    Norm(NormKernel),
+}
+
+impl RowForm {
+    /// The dedicated form of a kernel's intent, if it has one (and `HOLOGRAM_CUDA_ROW_FORM`
+    /// does not turn them off).
+    pub fn of(pattern: Option<&Pattern>) -> Option<RowForm> {
+        if !rows::enabled() {
+            return None;
+        }
+        match pattern? {
+            Pattern::Rows(p) if rows::has_form(p) => Some(RowForm::Softmax(*p)),
+            Pattern::Norm(k) if norm::has_form(k) => Some(RowForm::Norm(*k)),
+            _ => None,
+        }
+    }
+
+    /// True when a launch with `args` may run the form (see [`rows::fits`], [`norm::fits`]).
+    pub fn fits(
+        &self,
+        args: &[crate::backend::KernelArg],
+        address: impl Fn(usize) -> Option<u64>,
+        len: impl Fn(usize) -> Option<u64>,
+    ) -> bool {
+        match self {
+            RowForm::Softmax(p) => rows::fits(p, args, address, len),
+            RowForm::Norm(k) => norm::fits(k, args, address, len),
+        }
+    }
+}
+
 /// Choices that change the generated code (and so belong in cache keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CodegenOptions {
@@ -86,9 +126,9 @@ pub struct CodegenOptions {
     /// Generate the vectorized form of an element-wise map (see [`map`]): four lanes per CUDA
     /// thread, launched with [`map::geometry`] and the original lane count as a last argument.
     pub vector_map: bool,
-    /// Generate the dedicated form of this row kernel (see [`rows`]), for a launch that
-    /// [`rows::fits`].
-    pub dedicated_rows: Option<RowPattern>,
+    /// Generate the dedicated form of this row kernel (see [`RowForm`]), for a launch that
+    /// fits it.
+    pub dedicated_rows: Option<RowForm>,
 }
 
 impl Default for CodegenOptions {
@@ -137,8 +177,10 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
         })?;
         return map::generate(kernel, &pattern, opts);
     }
-    if let Some(p) = &opts.dedicated_rows {
-        return rows::generate(kernel, p, opts);
+    match &opts.dedicated_rows {
+        Some(RowForm::Softmax(p)) => return rows::generate(kernel, p, opts),
+        Some(RowForm::Norm(k)) => return norm::generate(kernel, k, opts),
+        None => {}
     }
     let mut out = String::with_capacity(prelude::PRELUDE.len() + 256 * kernel.insts.len());
     out.push_str(prelude::PRELUDE);

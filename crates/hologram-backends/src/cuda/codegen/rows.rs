@@ -34,19 +34,97 @@ pub fn enabled() -> bool {
 }
 
 /// Lanes per block of the row kernels (`row_gen::ROW_BLOCK`).
-const BLOCK: u32 = 256;
+pub(super) const BLOCK: u32 = 256;
 
 /// Elements one vector access moves.
-const VEC: u32 = 4;
+pub(super) const VEC: u32 = 4;
 
 /// True when the row kernel `p` has a dedicated form: 32-bit and 16-bit floats, rows held in
 /// registers in whole vectors, group sizes of whole warps.
 pub fn has_form(p: &RowPattern) -> bool {
-    matches!(p.storage, Type::F32 | Type::F16 | Type::BF16)
-        && p.resident > 0
-        && p.resident % VEC == 0
-        && p.g.is_power_of_two()
-        && (32..=BLOCK).contains(&p.g)
+    shape_has_form(p.storage, p.g, p.resident)
+}
+
+/// The row shapes the dedicated forms cover (see [`has_form`]).
+pub(super) fn shape_has_form(storage: Type, g: u32, resident: u32) -> bool {
+    matches!(storage, Type::F32 | Type::F16 | Type::BF16)
+        && resident > 0
+        && resident % VEC == 0
+        && g.is_power_of_two()
+        && (32..=BLOCK).contains(&g)
+}
+
+/// The preamble of a dedicated row form: the prelude, the group geometry, the shared helpers,
+/// vector (un)packing for `storage`, and the entry's signature with the generic form's name
+/// and parameters. Returns the source and the vector type's name.
+pub(super) fn preamble(
+    kernel: &Kernel,
+    storage: Type,
+    g: u32,
+    resident: u32,
+    opts: &CodegenOptions,
+) -> (String, &'static str) {
+    let mut out = String::with_capacity(prelude::PRELUDE.len() + 6000);
+    out.push_str(prelude::PRELUDE);
+    let (params, _) = parameters(kernel);
+    let entry = entry_name(&kernel.name);
+    let bounds = opts
+        .launch_bounds
+        .map(|n| format!("__launch_bounds__({n}) "))
+        .unwrap_or_default();
+    let (load, store_cvt) = match storage {
+        Type::F16 => ("hg_h2f", "hg_f2h"),
+        Type::BF16 => ("hg_b2f", "hg_f2b"),
+        _ => ("", ""),
+    };
+    // A vector of four storage elements: float4 for f32, two 32-bit words for 16-bit types.
+    let vty = if storage == Type::F32 {
+        "float4"
+    } else {
+        "uint2"
+    };
+    let _ = writeln!(out, "\n// kernel {} (dedicated row form)", kernel.name);
+    let _ = writeln!(
+        out,
+        "#define G {g}u\n#define RB {}u\n#define V {}\n#define W {}u",
+        BLOCK / g,
+        resident / VEC,
+        g / 32
+    );
+    out.push_str(ROW_HELPERS);
+    let _ = writeln!(
+        out,
+        "HG_D void hg_unpack(const {vty}& v, float* f) {{ {} }}",
+        unpack(storage, load)
+    );
+    let _ = writeln!(
+        out,
+        "HG_D {vty} hg_pack(const float* f) {{ {} }}",
+        pack(storage, store_cvt)
+    );
+    let _ = writeln!(
+        out,
+        "extern \"C\" __global__ void {bounds}{entry}({params}) {{"
+    );
+    (out, vty)
+}
+
+/// True when `span` elements from element `off` of buffer `i` lie inside it, within `u32`
+/// indexes, with `off` a whole number of vectors and the buffer's address aligned to one.
+pub(super) fn vector_range(
+    storage: Type,
+    i: usize,
+    off: u64,
+    span: u64,
+    address: &impl Fn(usize) -> Option<u64>,
+    len: &impl Fn(usize) -> Option<u64>,
+) -> bool {
+    let vec_bytes = u64::from(VEC) * storage.size_bytes() as u64;
+    off % u64::from(VEC) == 0
+        && off
+            .checked_add(span)
+            .is_some_and(|end| end <= u64::from(u32::MAX) + 1 && len(i).is_some_and(|n| end <= n))
+        && address(i).is_some_and(|a| a % vec_bytes == 0)
 }
 
 /// The scalar parameters of a row kernel, by name, from its launch arguments (same order as the
@@ -98,72 +176,24 @@ pub fn fits(
     let Some(s) = scalars(p, args) else {
         return false;
     };
-    let vec_bytes = u64::from(VEC) * p.storage.size_bytes() as u64;
-    let span = s.rows.checked_mul(s.cols);
+    let Some(span) = s.rows.checked_mul(s.cols) else {
+        return false;
+    };
     let inputs = s.offsets.len();
-    let Some(span) = span else { return false };
-    let input_ok = s.offsets.iter().enumerate().all(|(i, &off)| {
-        off % u64::from(VEC) == 0
-            && off.checked_add(span).is_some_and(|end| {
-                end <= u64::from(u32::MAX) + 1 && len(i).is_some_and(|n| end <= n)
-            })
-            && address(i).is_some_and(|a| a % vec_bytes == 0)
-    });
-    let out = inputs;
-    input_ok
+    s.offsets
+        .iter()
+        .enumerate()
+        .all(|(i, &off)| vector_range(p.storage, i, off, span, &address, &len))
+        && vector_range(p.storage, inputs, 0, span, &address, &len)
         && s.cols % u64::from(VEC) == 0
         && s.cols <= u64::from(p.g) * u64::from(p.resident)
-        && span <= u64::from(u32::MAX) + 1
-        && len(out).is_some_and(|n| span <= n)
-        && address(out).is_some_and(|a| a % vec_bytes == 0)
         && s.qlen != Some(0)
 }
 
 /// CUDA C of the dedicated form of `kernel` (the row template `p`), with the generic form's
 /// entry name and parameters.
 pub fn generate(kernel: &Kernel, p: &RowPattern, opts: &CodegenOptions) -> Result<String> {
-    let mut out = String::with_capacity(prelude::PRELUDE.len() + 6000);
-    out.push_str(prelude::PRELUDE);
-    let (params, _) = parameters(kernel);
-    let entry = entry_name(&kernel.name);
-    let bounds = opts
-        .launch_bounds
-        .map(|n| format!("__launch_bounds__({n}) "))
-        .unwrap_or_default();
-    let (load, store_cvt) = match p.storage {
-        Type::F16 => ("hg_h2f", "hg_f2h"),
-        Type::BF16 => ("hg_b2f", "hg_f2b"),
-        _ => ("", ""),
-    };
-    // A vector of four storage elements: float4 for f32, two 32-bit words for 16-bit types.
-    let vty = if p.storage == Type::F32 {
-        "float4"
-    } else {
-        "uint2"
-    };
-    let (g, chunks) = (p.g, p.resident / VEC);
-    let warps = g / 32;
-    let _ = writeln!(out, "\n// kernel {} (dedicated row form)", kernel.name);
-    let _ = writeln!(
-        out,
-        "#define G {g}u\n#define RB {}u\n#define V {chunks}\n#define W {warps}u",
-        BLOCK / g
-    );
-    out.push_str(ROW_HELPERS);
-    let _ = writeln!(
-        out,
-        "HG_D void hg_unpack(const {vty}& v, float* f) {{ {} }}",
-        unpack(p.storage, load)
-    );
-    let _ = writeln!(
-        out,
-        "HG_D {vty} hg_pack(const float* f) {{ {} }}",
-        pack(p.storage, store_cvt)
-    );
-    let _ = writeln!(
-        out,
-        "extern \"C\" __global__ void {bounds}{entry}({params}) {{"
-    );
+    let (mut out, vty) = preamble(kernel, p.storage, p.g, p.resident, opts);
     let backward = p.op.is_backward();
     // Parameter names of the generic entry: buffers p0.., scalars after them.
     let (y, scalars_from) = if backward { ("p2", 3) } else { ("p1", 2) };
@@ -181,21 +211,12 @@ pub fn generate(kernel: &Kernel, p: &RowPattern, opts: &CodegenOptions) -> Resul
            __shared__ float hg_red0[BLOCK_WARPS], hg_red1[BLOCK_WARPS];\n  \
            float a[V][4], b[V][4];\n  (void)b; (void)hg_red1;"
     );
-    // Loads: chunk k of lane l holds columns 4(l + G k) .. +3; whole chunks are in or out.
-    let loads = |out: &mut String, arr: &str, src: &str, off: &str| {
-        let _ = writeln!(
-            out,
-            "  #pragma unroll\n  for (int k = 0; k < V; k++) {{\n    \
-               const hg_u32 c = VEC * (l + G * k);\n    \
-               if (c < len) hg_unpack(*(const {vty}*)({src} + {off} + rowbase + c), {arr}[k]);\n  }}"
-        );
-    };
     match p.op {
         RowOp::Softmax
         | RowOp::LogSoftmax
         | RowOp::AttentionSoftmax
         | RowOp::CausalAttentionSoftmax => {
-            loads(&mut out, "a", "p0", &sc(0));
+            loads(&mut out, "a", "p0", &sc(0), vty);
             let attention = p.op.is_attention();
             // Columns at or past `lim` are -inf (masked, or past the row's end).
             if p.op == RowOp::CausalAttentionSoftmax {
@@ -239,8 +260,8 @@ pub fn generate(kernel: &Kernel, p: &RowPattern, opts: &CodegenOptions) -> Resul
             store(&mut out, y, vty, result);
         }
         RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward | RowOp::AttentionSoftmaxBackward => {
-            loads(&mut out, "a", "p0", &sc(0));
-            loads(&mut out, "b", "p1", &sc(1));
+            loads(&mut out, "a", "p0", &sc(0), vty);
+            loads(&mut out, "b", "p1", &sc(1), vty);
             let term = if p.op == RowOp::LogSoftmaxBackward {
                 "b[k][j]"
             } else {
@@ -269,8 +290,19 @@ pub fn generate(kernel: &Kernel, p: &RowPattern, opts: &CodegenOptions) -> Resul
     Ok(out)
 }
 
+/// The loads of a row: chunk `k` of lane `l` holds columns `4(l + G k) .. +3` of
+/// `src[off + rowbase ..]` in `arr[k]` (whole chunks are in the row or out of it).
+pub(super) fn loads(out: &mut String, arr: &str, src: &str, off: &str, vty: &str) {
+    let _ = writeln!(
+        out,
+        "  #pragma unroll\n  for (int k = 0; k < V; k++) {{\n    \
+           const hg_u32 c = VEC * (l + G * k);\n    \
+           if (c < len) hg_unpack(*(const {vty}*)({src} + {off} + rowbase + c), {arr}[k]);\n  }}"
+    );
+}
+
 /// The stores of the results, `result` an expression of chunk `k`, element `j`.
-fn store(out: &mut String, y: &str, vty: &str, result: &str) {
+pub(super) fn store(out: &mut String, y: &str, vty: &str, result: &str) {
     let _ = writeln!(
         out,
         "  #pragma unroll\n  for (int k = 0; k < V; k++) {{\n    \
@@ -281,7 +313,7 @@ fn store(out: &mut String, y: &str, vty: &str, result: &str) {
     );
 }
 
-fn unpack(storage: Type, load: &str) -> String {
+pub(super) fn unpack(storage: Type, load: &str) -> String {
     match storage {
         Type::F32 => "f[0] = v.x; f[1] = v.y; f[2] = v.z; f[3] = v.w;".into(),
         _ => format!(
@@ -291,7 +323,7 @@ fn unpack(storage: Type, load: &str) -> String {
     }
 }
 
-fn pack(storage: Type, cvt: &str) -> String {
+pub(super) fn pack(storage: Type, cvt: &str) -> String {
     match storage {
         Type::F32 => "return make_float4(f[0], f[1], f[2], f[3]);".into(),
         _ => format!(
@@ -304,7 +336,7 @@ fn pack(storage: Type, cvt: &str) -> String {
 /// Shared by every dedicated row kernel: the template's NaN-propagating maximum, and group
 /// reductions (warp shuffles, then the group's warps through shared memory and one barrier;
 /// every lane of the block reaches it).
-const ROW_HELPERS: &str = r#"
+pub(super) const ROW_HELPERS: &str = r#"
 #define VEC 4u
 #define BLOCK_WARPS 8
 #define HG_NEG_INF __uint_as_float(0xff800000u)
