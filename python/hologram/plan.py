@@ -56,7 +56,8 @@ class Plan:
     @property
     def stats(self) -> dict:
         """``steps``, ``launches``, ``gemms``, ``copies``, ``peak_bytes``, ``constant_bytes``,
-        ``constants_in_place``, ``captured`` (a CUDA graph) and ``replays``."""
+        ``constants_in_place``, ``captured`` (a CUDA graph), ``edge_steps`` (steps run outside
+        the graph on a large input or output in place of a copy) and ``replays``."""
         return dict(self._p.stats())
 
     def profile(self) -> str | None:

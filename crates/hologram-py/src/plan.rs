@@ -90,6 +90,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &PlanStats) -> PyResult<Bound<'py, PyDict
     d.set_item("constant_bytes", s.constant_bytes)?;
     d.set_item("constants_in_place", s.constants_in_place)?;
     d.set_item("captured", s.captured)?;
+    d.set_item("edge_steps", s.edge_steps)?;
     d.set_item("replays", s.replays)?;
     Ok(d)
 }
@@ -140,7 +141,7 @@ impl PyPlan {
     }
 
     /// Counters: steps, launches, gemms, copies, peak_bytes, constant_bytes,
-    /// constants_in_place, captured, replays.
+    /// constants_in_place, captured, edge_steps, replays.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, &self.plan.stats())
     }

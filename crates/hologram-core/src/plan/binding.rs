@@ -39,6 +39,26 @@ impl Slot {
         }
     }
 
+    /// Where a replay may read `x` in place of this slot's bytes: `x` stored contiguously with
+    /// the slot's shape and dtype.
+    pub fn place_of(&self, x: &Tensor) -> Option<super::edges::Move> {
+        match &x.src {
+            Source::Stored(s)
+                if x.is_contiguous()
+                    && x.dtype() == self.spec.dtype
+                    && x.shape() == self.spec.shape.as_slice() =>
+            {
+                Some(super::edges::Move {
+                    from: self.storage.memory().clone(),
+                    range: self.offset..self.offset + self.bytes(),
+                    to: s.memory().clone(),
+                    to_offset: x.layout.offset * x.dtype().size(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     pub fn bytes(&self) -> usize {
         self.spec.shape.iter().product::<usize>() * self.spec.dtype.size()
     }

@@ -29,6 +29,7 @@
 
 mod binding;
 mod constants;
+mod edges;
 mod recording;
 pub(crate) mod step;
 
@@ -66,6 +67,9 @@ pub struct PlanStats {
     pub constants_in_place: usize,
     /// True when replays run as one captured device graph (CUDA graphs).
     pub captured: bool,
+    /// Steps that run before the captured graph reading a large input where the caller keeps
+    /// it, and after it writing a large output into a fresh tensor (no input or output copy).
+    pub edge_steps: usize,
     /// Replays so far.
     pub replays: u64,
 }
@@ -105,6 +109,8 @@ pub struct Plan {
     /// storage: the output is free to overwrite when nothing else holds it.
     own_refs: Vec<usize>,
     steps: Vec<Step>,
+    /// Steps that run outside the graph (see `edges.rs`).
+    edges: edges::Edges,
     graph: Option<Box<dyn Replay>>,
     /// Device memory for the values; kept alive with the plan.
     arena: Arc<Arena>,
@@ -166,16 +172,7 @@ impl Plan {
             constants_in_place,
             ..PlanStats::default()
         };
-        // Both switches: set and not `0` (an empty value is off too).
-        let on = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
-        let profile = on("HOLOGRAM_PLAN_PROFILE");
-        let graph = if profile || on("HOLOGRAM_PLAN_NO_CAPTURE") {
-            None
-        } else {
-            backend.capture(&mut || steps.iter().try_for_each(|s| s.run(backend.as_ref())))?
-        };
-        stats.captured = graph.is_some();
-        let own_refs = outputs
+        let own_refs: Vec<usize> = outputs
             .iter()
             .map(|o| {
                 let same = |s: &Arc<Storage>| Arc::ptr_eq(s, &o.storage);
@@ -186,12 +183,34 @@ impl Plan {
                         .count()
             })
             .collect();
+        // `HOLOGRAM_PLAN_EDGES=0` keeps every step in the graph (input and output copies), for
+        // comparison.
+        let edges = if std::env::var_os("HOLOGRAM_PLAN_EDGES").is_some_and(|v| v == "0") {
+            edges::Edges::default()
+        } else {
+            edges::find(&steps, &inputs, &outputs, &own_refs)
+        };
+        stats.edge_steps = edges.head.len() + edges.tail.len();
+        // Both switches: set and not `0` (an empty value is off too).
+        let on = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+        let profile = on("HOLOGRAM_PLAN_PROFILE");
+        let middle: Vec<&Step> = (0..steps.len())
+            .filter(|&i| !edges.outside(i))
+            .map(|i| &steps[i])
+            .collect();
+        let graph = if profile || on("HOLOGRAM_PLAN_NO_CAPTURE") || middle.is_empty() {
+            None
+        } else {
+            backend.capture(&mut || middle.iter().try_for_each(|s| s.run(backend.as_ref())))?
+        };
+        stats.captured = graph.is_some();
         Ok(Plan {
             exec: exec.clone(),
             inputs,
             outputs,
             own_refs,
             steps,
+            edges,
             graph,
             arena,
             _constants: constants,
@@ -292,6 +311,9 @@ impl Plan {
                     .into(),
             ));
         }
+        // Large inputs the head steps read where the caller keeps them, large outputs the tail
+        // steps write into fresh tensors (see `edges.rs`); the rest through the plan's buffers.
+        let mut moves = Vec::new();
         for (i, (x, input)) in inputs.iter().zip(&self.inputs).enumerate() {
             if !x.executor().same_as(&self.exec) {
                 return Err(Error::DeviceMismatch(
@@ -299,6 +321,10 @@ impl Plan {
                 ));
             }
             match input {
+                Input::Slot(slot) if self.edges.inputs.contains(&i) => match slot.place_of(x) {
+                    Some(m) => moves.push(m),
+                    None => slot.fill(x, &self.exec)?,
+                },
                 Input::Slot(slot) => slot.fill(x, &self.exec)?,
                 Input::Direct { .. } if input.accepts(x) => {}
                 Input::Direct { .. } => {
@@ -310,10 +336,33 @@ impl Plan {
                 }
             }
         }
+        let mut fresh: Vec<Option<Tensor>> = vec![None; self.outputs.len()];
+        for &i in &self.edges.outputs {
+            if !alias.get(i).copied().unwrap_or(false) {
+                let slot = &self.outputs[i];
+                let t = Tensor::uninit(&self.exec, &slot.spec.shape, slot.spec.dtype)?;
+                let (storage, layout) = t.storage()?;
+                moves.push(edges::Move {
+                    from: slot.storage.memory().clone(),
+                    range: slot.offset..slot.offset + slot.bytes(),
+                    to: storage.memory().clone(),
+                    to_offset: layout.offset * slot.spec.dtype.size(),
+                });
+                fresh[i] = Some(t);
+            }
+        }
         // A recording in progress on this thread records the replayed work step by step (a plan
-        // used inside another plan); otherwise the captured graph, if any, runs it.
+        // used inside another plan); otherwise the captured graph, if any, runs the middle.
         match &self.graph {
-            Some(g) if !self.exec.recording_here() => g.replay()?,
+            Some(g) if !self.exec.recording_here() => {
+                for &i in &self.edges.head {
+                    self.run_step(&self.steps[i], &moves)?;
+                }
+                g.replay()?;
+                for &i in &self.edges.tail {
+                    self.run_step(&self.steps[i], &moves)?;
+                }
+            }
             _ => {
                 for step in &self.steps {
                     let timer = match &state.profile {
@@ -323,31 +372,7 @@ impl Plan {
                         }
                         None => None,
                     };
-                    match step {
-                        Step::Launch {
-                            kernel,
-                            config,
-                            args,
-                        } => self.exec.launch(kernel, config, args)?,
-                        Step::Gemm { desc, a, b, c } => self.exec.gemm(desc, a, b, c)?,
-                        Step::Conv {
-                            desc,
-                            pass,
-                            a,
-                            b,
-                            out,
-                        } => self.exec.conv(desc, *pass, a, b, out)?,
-                        Step::Copy {
-                            src,
-                            src_offset,
-                            dst,
-                            dst_offset,
-                            len,
-                        } => self
-                            .exec
-                            .copy_device(src, *src_offset, dst, *dst_offset, *len)?,
-                        Step::Upload { .. } => step.run(self.exec.backend().as_ref())?,
-                    }
+                    self.run_step(step, &moves)?;
                     if let (Some(t), Some(p)) = (timer, state.profile.as_mut()) {
                         self.exec.synchronize()?;
                         let e = p.entry(step.describe()).or_default();
@@ -359,15 +384,49 @@ impl Plan {
         }
         state.replays += 1;
         drop(state);
-        self.outputs(alias)
+        self.outputs(alias, fresh)
     }
 
-    /// The outputs: views of the plan's buffers where `alias[i]`, else fresh copies.
-    fn outputs(&self, alias: &[bool]) -> Result<Vec<Tensor>> {
+    /// Queues one step through the executor, its arguments moved by `moves`.
+    fn run_step(&self, step: &Step, moves: &[edges::Move]) -> Result<()> {
+        let moved = step.moved(moves);
+        match moved.as_ref().unwrap_or(step) {
+            Step::Launch {
+                kernel,
+                config,
+                args,
+            } => self.exec.launch(kernel, config, args),
+            Step::Gemm { desc, a, b, c } => self.exec.gemm(desc, a, b, c),
+            Step::Conv {
+                desc,
+                pass,
+                a,
+                b,
+                out,
+            } => self.exec.conv(desc, *pass, a, b, out),
+            Step::Copy {
+                src,
+                src_offset,
+                dst,
+                dst_offset,
+                len,
+            } => self
+                .exec
+                .copy_device(src, *src_offset, dst, *dst_offset, *len),
+            s @ Step::Upload { .. } => Ok(s.run(self.exec.backend().as_ref())?),
+        }
+    }
+
+    /// The outputs: views of the plan's buffers where `alias[i]`, the tensors the tail wrote
+    /// where `fresh[i]`, else fresh copies.
+    fn outputs(&self, alias: &[bool], mut fresh: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
         self.outputs
             .iter()
             .enumerate()
             .map(|(i, slot)| {
+                if let Some(t) = fresh.get_mut(i).and_then(Option::take) {
+                    return Ok(t);
+                }
                 if alias.get(i).copied().unwrap_or(false) {
                     let t = slot.tensor(&self.exec);
                     let m = slot.storage.memory();

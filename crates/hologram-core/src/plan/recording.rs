@@ -134,7 +134,7 @@ impl Recording {
             steps,
             self.arena.clone(),
         )?;
-        let first = plan.outputs(alias)?;
+        let first = plan.outputs(alias, Vec::new())?;
         Ok((plan, first))
     }
 }
