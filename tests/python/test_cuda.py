@@ -101,19 +101,26 @@ def test_functional_ops_and_grads_match_torch_on_cuda():
 
 
 def test_compile_fuses_a_chain_on_cuda():
-    torch._dynamo.reset()
-    hg_torch.reset_compile_stats()
-    f = torch.compile(lambda a, b: torch.relu(a + b) * b - a, backend="hologram")
-    a, b = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
-    f(a, b)
-    out = f(a, b)
-    counts = hg_torch.compile_stats()
-    assert counts["plans"] == 1 and counts["replays"] == 1
-    # (plan_stats also lists plans of earlier tests that are still alive.)
-    assert any(s["launches"] == 1 and s["captured"] and s["replays"] == 1 for _, s in hg_torch.plan_stats()), \
-        "the chain runs as one kernel, replayed as a CUDA graph"
-    assert out.device.type == "cuda"
-    assert torch.allclose(out, torch.relu(a + b) * b - a)
+    """A chain of element-wise ops runs as one kernel: replayed as a CUDA graph when its tensors
+    are small, launched on the caller's tensors (no copy in or out) when they are 1 MiB or more
+    (plan/edges.rs)."""
+    for n, large in [(1 << 14, False), (1 << 20, True)]:
+        torch._dynamo.reset()
+        hg_torch.reset_compile_stats()
+        f = torch.compile(lambda a, b: torch.relu(a + b) * b - a, backend="hologram")
+        a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        f(a, b)
+        out = f(a, b)
+        counts = hg_torch.compile_stats()
+        assert counts["plans"] == 1 and counts["replays"] == 1
+        # (plan_stats also lists plans of earlier tests that are still alive.)
+        ran = [s for _, s in hg_torch.plan_stats() if s["launches"] == 1 and s["replays"] == 1]
+        if large:
+            assert any(s["edge_steps"] == 1 and not s["captured"] for s in ran), ran
+        else:
+            assert any(s["captured"] and s["edge_steps"] == 0 for s in ran), ran
+        assert out.device.type == "cuda"
+        assert torch.allclose(out, torch.relu(a + b) * b - a)
 
 
 def test_mlp_training_on_cuda_matches_torch_nn():

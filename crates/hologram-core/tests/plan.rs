@@ -367,5 +367,24 @@ fn large_inputs_and_outputs_move_to_the_plans_edges() {
         );
         drop(aliased);
         assert!(plan.outputs_free());
+        // One kernel reading the large input and writing the large output: it runs on the
+        // caller's input and writes a fresh output, nothing in a graph.
+        let g = |t: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![t[0].relu()?.mul(2.0)?]) };
+        let (plan, _) = Plan::record(&exec, std::slice::from_ref(&x), g).unwrap();
+        assert_eq!(plan.stats().edge_steps, 1, "{exec:?}: {:?}", plan.stats());
+        let (a, b) = (
+            plan.run(std::slice::from_ref(&x)).unwrap(),
+            plan.run(std::slice::from_ref(&x2)).unwrap(),
+        );
+        assert_eq!(
+            bits(&a[0]),
+            bits(&g(std::slice::from_ref(&x)).unwrap()[0]),
+            "{exec:?}"
+        );
+        assert_eq!(
+            bits(&b[0]),
+            bits(&g(std::slice::from_ref(&x2)).unwrap()[0]),
+            "{exec:?}"
+        );
     }
 }

@@ -34,7 +34,8 @@ pub(crate) struct Edges {
     pub tail: Vec<usize>,
     /// Input slots (by input position) that the head reads in the caller's memory.
     pub inputs: Vec<usize>,
-    /// Outputs (by position) that the tail writes into fresh tensors.
+    /// Outputs (by position) that the tail (or the head, when only it touches them) writes
+    /// into fresh tensors.
     pub outputs: Vec<usize>,
 }
 
@@ -165,6 +166,11 @@ pub(crate) fn find(
         let Some(users) = users(steps, slot, false) else {
             continue;
         };
+        if !users.is_empty() && users.iter().all(|u| head.contains(u)) {
+            // Written (and read) only before the graph: the head writes the fresh output.
+            edges.outputs.push(i);
+            continue;
+        }
         let movable = users.iter().all(|&u| {
             !head.contains(&u)
                 && (u + 1..steps.len())
