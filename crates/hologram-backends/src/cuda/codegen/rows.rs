@@ -342,26 +342,21 @@ pub(super) const ROW_HELPERS: &str = r#"
 #define HG_NEG_INF __uint_as_float(0xff800000u)
 // `v` when it is larger, or NaN while `m` is not (as the template's max folds).
 HG_D float hg_nmax(float m, float v) { return (v > m || (v != v && m == m)) ? v : m; }
-HG_D float hg_group_max(float m, float* red, hg_u32 t, hg_u32 grp) {
+struct HgMax { __device__ float operator()(float a, float b) const { return hg_nmax(a, b); } };
+struct HgSum { __device__ float operator()(float a, float b) const { return hg_add_f32(a, b); } };
+// The group's combination of `v`: its warp by shuffles, then the group's warps through `red`.
+template <class C> static __device__ __forceinline__ float hg_group(float v, float* red, hg_u32 t, hg_u32 grp, C c) {
   #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = hg_nmax(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if (W == 1u) return m;
-  if ((t & 31u) == 0u) red[t >> 5] = m;
+  for (int o = 16; o > 0; o >>= 1) v = c(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (W == 1u) return v;
+  if ((t & 31u) == 0u) red[t >> 5] = v;
   __syncthreads();
   float r = red[grp * W];
-  for (hg_u32 w = 1u; w < W; w++) r = hg_nmax(r, red[grp * W + w]);
+  for (hg_u32 w = 1u; w < W; w++) r = c(r, red[grp * W + w]);
   return r;
 }
-HG_D float hg_group_sum(float s, float* red, hg_u32 t, hg_u32 grp) {
-  #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s = hg_add_f32(s, __shfl_xor_sync(0xffffffffu, s, o));
-  if (W == 1u) return s;
-  if ((t & 31u) == 0u) red[t >> 5] = s;
-  __syncthreads();
-  float r = red[grp * W];
-  for (hg_u32 w = 1u; w < W; w++) r = hg_add_f32(r, red[grp * W + w]);
-  return r;
-}
+#define hg_group_max(v, red, t, grp) hg_group(v, red, t, grp, HgMax())
+#define hg_group_sum(v, red, t, grp) hg_group(v, red, t, grp, HgSum())
 "#;
 
 #[cfg(test)]
