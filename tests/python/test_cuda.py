@@ -102,9 +102,9 @@ def test_functional_ops_and_grads_match_torch_on_cuda():
 
 def test_compile_fuses_a_chain_on_cuda():
     """A chain of element-wise ops runs as one kernel: replayed as a CUDA graph when its tensors
-    are small, launched on the caller's tensors (no copy in or out) when they are 1 MiB or more
+    are small, launched on the caller's tensors (no copy in or out) when they are 16 MiB or more
     (plan/edges.rs)."""
-    for n, large in [(1 << 14, False), (1 << 20, True)]:
+    for n, large in [(1 << 14, False), (1 << 22, True)]:
         torch._dynamo.reset()
         hg_torch.reset_compile_stats()
         f = torch.compile(lambda a, b: torch.relu(a + b) * b - a, backend="hologram")

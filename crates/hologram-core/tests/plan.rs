@@ -318,7 +318,7 @@ fn seeded_random_numbers_change_with_the_seed_input() {
     }
 }
 
-/// A large input read first and a large output written last (1 MiB and more): the steps at
+/// A large input read first and a large output written last (16 MiB and more): the steps at
 /// those edges run outside the captured graph on the caller's input and on a fresh output, so a
 /// replay copies neither. Results match eager execution; outputs of earlier replays stay
 /// intact; an input the edge cannot read in place (a transposed view) is copied as before; an
@@ -331,16 +331,16 @@ fn large_inputs_and_outputs_move_to_the_plans_edges() {
             Ok(vec![h.sum(&[0], false)?, h.matmul(&t[2])?])
         };
         let (x, w1, w2) = (
-            tensor(&exec, &[512, 512], 1),
-            tensor(&exec, &[512, 64], 2),
-            tensor(&exec, &[64, 1024], 3),
+            tensor(&exec, &[2048, 2048], 1),
+            tensor(&exec, &[2048, 16], 2),
+            tensor(&exec, &[16, 2048], 3),
         );
         let (plan, first) = Plan::record(&exec, &[x.clone(), w1.clone(), w2.clone()], f).unwrap();
         let s = plan.stats();
         assert!(s.edge_steps >= 2, "{exec:?}: {s:?}");
         let eager = |x: &Tensor| f(&[x.clone(), w1.clone(), w2.clone()]).unwrap();
         assert_eq!(bits(&first[1]), bits(&eager(&x)[1]), "{exec:?}: recording");
-        let x2 = tensor(&exec, &[512, 512], 7);
+        let x2 = tensor(&exec, &[2048, 2048], 7);
         let out1 = plan.run(&[x.clone(), w1.clone(), w2.clone()]).unwrap();
         let out2 = plan.run(&[x2.clone(), w1.clone(), w2.clone()]).unwrap();
         for (got, want) in [(&out1, eager(&x)), (&out2, eager(&x2))] {

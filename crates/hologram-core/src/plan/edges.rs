@@ -18,9 +18,10 @@ use hologram_isa::{Access, ParamKind};
 use super::binding::{Input, Slot};
 use super::step::Step;
 
-/// Inputs and outputs of at least this many bytes are worth moving (below, a copy costs less
-/// than launching the edge steps one by one).
-const MIN_BYTES: usize = 1 << 20;
+/// Inputs and outputs of at least this many bytes are worth moving. Below, a copy costs less
+/// than launching the edge steps one by one from the host: an 8 MiB input copies in about 4 µs
+/// on an H100, less than a cuBLAS call costs the host, and small models are host-bound.
+const MIN_BYTES: usize = 16 << 20;
 
 /// At most this many steps run outside the graph at each edge.
 const MAX_STEPS: usize = 8;
