@@ -24,7 +24,8 @@ use crate::backend::KernelArg;
 use crate::error::Result;
 use hologram_isa::Kernel;
 
-/// `HOLOGRAM_CUDA_ROW_FORM=0` runs every row kernel in the generic form, for comparison.
+/// `HOLOGRAM_CUDA_ROW_FORM=0` runs every row kernel (this module's and `norm.rs`') in the generic
+/// form, for comparison.
 pub const ROW_FORM_ENV: &str = "HOLOGRAM_CUDA_ROW_FORM";
 
 /// Whether row kernels run their dedicated form where it fits (the default).
