@@ -455,10 +455,9 @@ class _Signature:
 
     def _results(self, args, outs, plan):
         """The graph's outputs: plan results (Hologram tensors) as torch tensors, inputs and views
-        of them from torch. ``plan``: the instance whose buffers aliased results are (None when
-        every result is a copy)."""
+        of them from torch. ``plan``: the instance whose buffers aliased results are."""
         torch_outs = export_batch(outs, self.device, self.executor)
-        if plan is not None and id(plan) not in self.registered:
+        if id(plan) not in self.registered:
             addresses = [t.untyped_storage().data_ptr() for t, aliased in zip(torch_outs, self.alias) if aliased]
             self.registered[id(plan)] = addresses
             _register_plan_buffers(addresses, plan)

@@ -389,6 +389,22 @@ impl Executor {
         Ok(())
     }
 
+    /// Queues a recorded step again (a plan's replay, step by step): on the backend, counted
+    /// like the call that recorded it, and recorded in turn when a plan is being recorded here.
+    pub(crate) fn queue_step(&self, step: &Step) -> Result<()> {
+        if matches!(
+            step,
+            Step::Launch { .. } | Step::Gemm { .. } | Step::Conv { .. }
+        ) {
+            self.inner
+                .launches
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        step.run(self.inner.backend.as_ref())?;
+        self.record(|| step.clone());
+        Ok(())
+    }
+
     /// Remembers a plan output buffer (`memory` at byte `offset`) handed out as a view.
     pub(crate) fn register_plan_buffer(
         &self,

@@ -389,31 +389,9 @@ impl Plan {
 
     /// Queues one step through the executor, its arguments moved by `moves`.
     fn run_step(&self, step: &Step, moves: &[edges::Move]) -> Result<()> {
-        let moved = step.moved(moves);
-        match moved.as_ref().unwrap_or(step) {
-            Step::Launch {
-                kernel,
-                config,
-                args,
-            } => self.exec.launch(kernel, config, args),
-            Step::Gemm { desc, a, b, c } => self.exec.gemm(desc, a, b, c),
-            Step::Conv {
-                desc,
-                pass,
-                a,
-                b,
-                out,
-            } => self.exec.conv(desc, *pass, a, b, out),
-            Step::Copy {
-                src,
-                src_offset,
-                dst,
-                dst_offset,
-                len,
-            } => self
-                .exec
-                .copy_device(src, *src_offset, dst, *dst_offset, *len),
-            s @ Step::Upload { .. } => Ok(s.run(self.exec.backend().as_ref())?),
+        match step.moved(moves) {
+            Some(moved) => self.exec.queue_step(&moved),
+            None => self.exec.queue_step(step),
         }
     }
 

@@ -32,7 +32,7 @@ use hologram_isa::{ArrayRef, Kernel, Op, Operand, ParamKind, Special};
 
 use super::ctype::{ctype, operand, reg, special};
 use super::memory::{self, Checks};
-use super::{compute, entry_name, parameters, prelude, CodegenOptions};
+use super::{compute, entry_head, parameters, prelude, CodegenOptions};
 use crate::backend::LaunchConfig;
 use crate::error::{BackendError, Result};
 
@@ -142,14 +142,10 @@ pub(crate) fn generate(
     }
     out.push_str("}\n\n");
 
-    let bounds = opts
-        .launch_bounds
-        .map(|n| format!("__launch_bounds__({n}) "))
-        .unwrap_or_default();
-    let entry = entry_name(&kernel.name);
     let _ = writeln!(
         out,
-        "extern \"C\" __global__ void {bounds}{entry}({params}, hg_u64 hg_total) {{"
+        "{}, hg_u64 hg_total) {{",
+        entry_head(kernel, opts, &params)
     );
     out.push_str("  const hg_u64 hg_t = (hg_u64)blockIdx.x * blockDim.x + threadIdx.x;\n");
     out.push_str("  hg_u64 hg_limit = hg_total;\n");

@@ -185,14 +185,8 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
     let mut out = String::with_capacity(prelude::PRELUDE.len() + 256 * kernel.insts.len());
     out.push_str(prelude::PRELUDE);
     let _ = writeln!(out, "\n// kernel {}", kernel.name);
-    let bounds = opts
-        .launch_bounds
-        .map(|n| format!("__launch_bounds__({n}) "))
-        .unwrap_or_default();
     let (params, mut arrays) = parameters(kernel);
-    let entry = entry_name(&kernel.name);
-    let _ = write!(out, "extern \"C\" __global__ void {bounds}{entry}({params}");
-    out.push_str(") {\n");
+    let _ = writeln!(out, "{}) {{", entry_head(kernel, opts, &params));
     let _ = writeln!(out, "  // parameters: {}", param_summary(kernel));
 
     // Where the lane is.
@@ -312,6 +306,20 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<String> {
     }
     out.push_str("}\n");
     Ok(out)
+}
+
+/// The entry's declaration up to its parameter list's end, without the closing parenthesis:
+/// `extern "C" __global__ void [__launch_bounds__(n)] <entry>(<params>` (forms that take more
+/// parameters append them).
+pub(crate) fn entry_head(kernel: &Kernel, opts: &CodegenOptions, params: &str) -> String {
+    let bounds = opts
+        .launch_bounds
+        .map(|n| format!("__launch_bounds__({n}) "))
+        .unwrap_or_default();
+    format!(
+        "extern \"C\" __global__ void {bounds}{}({params}",
+        entry_name(&kernel.name)
+    )
 }
 
 /// The entry's parameter list (the kernel's parameters, then the error record's; see the

@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use hologram_compiler::patterns::norm_templates::NormKernel;
 
-use super::rows::{loads, preamble, shape_has_form, store, vector_range, VEC};
+use super::rows::{loads, preamble, scalar_arg, shape_has_form, store, vector_range, VEC};
 use super::CodegenOptions;
 use crate::backend::KernelArg;
 use crate::error::Result;
@@ -73,10 +73,7 @@ pub fn fits(
     len: impl Fn(usize) -> Option<u64>,
 ) -> bool {
     let l = Layout::of(k);
-    let scalar = |i: usize| match args.get(i)? {
-        KernelArg::Scalar(v) => Some(v.to_bits()),
-        KernelArg::Buffer(_) => None,
-    };
+    let scalar = |i: usize| scalar_arg(args, i);
     let offsets: Option<Vec<u64>> = (0..l.inputs).map(|i| scalar(l.scalars + i)).collect();
     let (Some(offsets), Some(rows), Some(cols)) = (
         offsets,

@@ -19,7 +19,7 @@ use hologram_compiler::patterns::softmax_templates::RowOp;
 use hologram_compiler::patterns::RowPattern;
 use hologram_isa::Type;
 
-use super::{entry_name, parameters, prelude, CodegenOptions};
+use super::{entry_head, parameters, prelude, CodegenOptions};
 use crate::backend::KernelArg;
 use crate::error::Result;
 use hologram_isa::Kernel;
@@ -68,11 +68,6 @@ pub(super) fn preamble(
     let mut out = String::with_capacity(prelude::PRELUDE.len() + 6000);
     out.push_str(prelude::PRELUDE);
     let (params, _) = parameters(kernel);
-    let entry = entry_name(&kernel.name);
-    let bounds = opts
-        .launch_bounds
-        .map(|n| format!("__launch_bounds__({n}) "))
-        .unwrap_or_default();
     let (load, store_cvt) = match storage {
         Type::F16 => ("hg_h2f", "hg_f2h"),
         Type::BF16 => ("hg_b2f", "hg_f2b"),
@@ -103,10 +98,7 @@ pub(super) fn preamble(
         "HG_D {vty} hg_pack(const float* f) {{ {} }}",
         pack(storage, store_cvt)
     );
-    let _ = writeln!(
-        out,
-        "extern \"C\" __global__ void {bounds}{entry}({params}) {{"
-    );
+    let _ = writeln!(out, "{}) {{", entry_head(kernel, opts, &params));
     (out, vty)
 }
 
@@ -139,13 +131,18 @@ struct Scalars {
     qlen: Option<u64>,
 }
 
+/// Launch argument `i` as a scalar's bits (`None` past the end or for a buffer).
+pub(super) fn scalar_arg(args: &[KernelArg], i: usize) -> Option<u64> {
+    match args.get(i)? {
+        KernelArg::Scalar(v) => Some(v.to_bits()),
+        KernelArg::Buffer(_) => None,
+    }
+}
+
 fn scalars(p: &RowPattern, args: &[KernelArg]) -> Option<Scalars> {
     let inputs = if p.op.is_backward() { 2 } else { 1 };
     let buffers = inputs + 1;
-    let u = |i: usize| match args.get(i)? {
-        KernelArg::Scalar(v) => Some(v.to_bits()),
-        KernelArg::Buffer(_) => None,
-    };
+    let u = |i: usize| scalar_arg(args, i);
     let offsets = (0..inputs)
         .map(|i| u(buffers + i))
         .collect::<Option<Vec<_>>>()?;
