@@ -31,6 +31,7 @@ from .errors import (  # noqa: F401
     ValidationError,
 )
 from .executor import Buffer, Executor  # noqa: F401
+from .exchange import Exchange  # noqa: F401
 from .plan import Plan, Recording, record  # noqa: F401
 from .program import Program, asm  # noqa: F401
 from . import autograd, distributed, nn  # noqa: E402,F401
@@ -66,7 +67,7 @@ float64 = _np.dtype(_np.float64)
 bfloat16 = "bfloat16"
 
 __all__ = [
-    "Executor", "Buffer", "Tensor", "Program", "asm", "ops", "backend", "Plan", "Recording", "record",
+    "Executor", "Buffer", "Exchange", "Tensor", "Program", "asm", "ops", "backend", "Plan", "Recording", "record",
     "asarray", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "matmul", "where",
     "cat", "concat", "from_dlpack", "from_dlpack_capsule", "executor_for", "autograd", "nn", "distributed", "cuda_device_count",
     "is_cuda_available", "is_metal_available", "is_vulkan_available", "get_default_backend",

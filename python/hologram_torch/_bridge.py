@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 
 import torch
@@ -12,6 +14,10 @@ import hologram as hg
 
 # A capsule straight to torch (torch.utils.dlpack.from_dlpack first probes for __dlpack__).
 _capsule_to_torch = getattr(torch._C, "_from_dlpack", _from_dlpack)
+# DLPack's C exchange table (PyTorch 2.10 and later), used by compiled graphs' per-call path;
+# HOLOGRAM_TORCH_EXCHANGE=0 keeps the Python __dlpack__ path (for comparisons).
+_EXCHANGE_TABLE = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None) \
+    if os.environ.get("HOLOGRAM_TORCH_EXCHANGE", "1") != "0" else None
 
 _default = threading.local()
 
@@ -99,6 +105,19 @@ def import_batch(xs, executor: hg.Executor) -> list:
     _order_after_torch(xs, executor)
     cuda = executor.backend == "cuda"
     return [_import_one(x, executor, cuda) for x in xs]
+
+
+def exchange_for(executor: hg.Executor, params=None) -> hg.Exchange | None:
+    """A :class:`hologram.Exchange` with torch for ``executor`` (``params[i]``: input ``i`` is
+    parameter memory, its view kept), or ``None`` where torch has no C exchange table or the
+    backend is neither the CPU nor CUDA."""
+    if _EXCHANGE_TABLE is None or executor.backend not in ("cpu", "cuda"):
+        return None
+    try:
+        return hg.Exchange(executor, _EXCHANGE_TABLE, params)
+    except hg.HologramError as e:
+        logging.getLogger("hologram_torch").debug("no DLPack exchange table: %s", e)
+        return None
 
 
 def parameter_memory(x) -> bool:

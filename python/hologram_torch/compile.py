@@ -30,7 +30,7 @@ import hologram as hg
 
 from . import attention, direct, lowering
 
-from ._bridge import ParameterViews, default_executor, export_batch, parameter_memory
+from ._bridge import ParameterViews, default_executor, exchange_for, export_batch, parameter_memory
 
 log = logging.getLogger("hologram_torch.compile")
 aten = torch.ops.aten
@@ -56,11 +56,13 @@ def compile_stats() -> dict:
     """What the ``hologram`` backend has done in this process: graphs compiled (``graphs``),
     graphs that run in eager PyTorch (``eager_graphs``) and the ops that sent them there
     (``fallback_ops``: op name -> count), plans recorded (``plans``), replays (``replays``),
-    plans given up for others when a graph's inputs moved (``plans_dropped``), and
+    plans given up for others when a graph's inputs moved (``plans_dropped``),
     inference graphs and forward/backward pairs Dynamo calls without AOTAutograd's runtime
-    wrappers (``direct_inference``, ``direct_training``)."""
+    wrappers (``direct_inference``, ``direct_training``), and replays whose inputs and outputs
+    crossed through DLPack's C exchange table in one native call (``exchange_replays``)."""
     return {**{k: _STATS[k] for k in ("graphs", "eager_graphs", "plans", "replays", "fallback_nodes",
-                                       "plans_dropped", "direct_inference", "direct_training")},
+                                       "plans_dropped", "direct_inference", "direct_training",
+                                       "exchange_replays")},
             "fallback_ops": dict(_FALLBACK_OPS)}
 
 
@@ -370,6 +372,10 @@ class _Signature:
         # A graph that draws random numbers gets a seed input, new at every call.
         self.random = any(n.op == "call_function" and n.target in lowering.RANDOM_OPS for n in graph.nodes)
         self.views = ParameterViews(self.executor, self.device)
+        # DLPack's C exchange table where torch has one (a graph without tensor inputs keeps
+        # the Python path: its plan's input is a placeholder).
+        self.exchange = None if not self.inputs else exchange_for(
+            self.executor, [parameter_memory(args[i]) for i in self.inputs])
         # A graph without tensor inputs still gives its plan one (a plan has at least one).
         self.placeholder_input = None if self.inputs else [hg.zeros((1,), device=self.executor)]
         # id(instance) -> the addresses of its aliased output buffers, in _PLAN_BUFFERS (they do
@@ -381,16 +387,33 @@ class _Signature:
 
     def __call__(self, args):
         ex = self.executor
-        xs = self.placeholder_input or self.views([args[i] for i in self.inputs])
-        if self.random:
-            xs = xs + [random_seed(ex)]
-        for k, plan in enumerate(self.instances):
-            outs = plan.try_run(xs, self.alias)
-            if outs is not None:
+        seed = [random_seed(ex)] if self.random else []
+        fast = self.exchange
+        if fast is not None:
+            # Import, replay and export in one native call (DLPack's C exchange table).
+            try:
+                got = fast.run_first(self.instances, [args[i] for i in self.inputs], self.alias, seed)
+            except Exception as e:  # noqa: BLE001 - an input the table cannot take (another device)
+                log.debug("hologram backend: the Python DLPack path from now on (%s)", e)
+                self.exchange = None
+                return self(args)
+            if got is not None:
+                k, torch_outs = got
                 _STATS["replays"] += 1
+                _STATS["exchange_replays"] += 1
                 if k:  # most recently used first: the next call tries it first
                     self.instances.insert(0, self.instances.pop(k))
-                return self._results(args, outs, plan)
+                return self._results(args, torch_outs, self.instances[0])
+            xs = fast.import_all([args[i] for i in self.inputs]) + seed
+        else:
+            xs = (self.placeholder_input or self.views([args[i] for i in self.inputs])) + seed
+            for k, plan in enumerate(self.instances):
+                outs = plan.try_run(xs, self.alias)
+                if outs is not None:
+                    _STATS["replays"] += 1
+                    if k:
+                        self.instances.insert(0, self.instances.pop(k))
+                    return self._results(args, self._export(outs), plan)
         if len(self.instances) >= _MAX_INSTANCES:
             # An instance whose outputs are free but which reads other memory in place (another
             # model of the same architecture sharing Dynamo's graph, parameters given new memory)
@@ -398,20 +421,22 @@ class _Signature:
             stale = next((p for p in reversed(self.instances) if p.outputs_free()), None)
             if stale is not None:
                 self._drop(stale)
-        if len(self.instances) < _MAX_INSTANCES:
-            plan, first = self._record(args, xs)
-            self.instances.insert(0, plan)
-            _STATS["plans"] += 1
-            return self._results(args, first, plan)
-        # Every instance is busy: the caller keeps results of several calls. From now on copy
-        # what the caller sees, in an instance recorded so, which takes the place of the least
-        # recently used one (its buffers stay with the tensors that hold them).
-        self.alias = self.saved_only
-        self._drop(self.instances[-1])
+        if len(self.instances) >= _MAX_INSTANCES:
+            # Every instance is busy: the caller keeps results of several calls. From now on copy
+            # what the caller sees, in an instance recorded so, which takes the place of the least
+            # recently used one (its buffers stay with the tensors that hold them).
+            self.alias = self.saved_only
+            self._drop(self.instances[-1])
         plan, first = self._record(args, xs)
         self.instances.insert(0, plan)
         _STATS["plans"] += 1
-        return self._results(args, first, plan)
+        return self._results(args, self._export(first), plan)
+
+    def _export(self, outs) -> list:
+        """Torch tensors of plan results (Hologram tensors), one stream handshake for all."""
+        if self.exchange is not None:
+            return self.exchange.export_all(outs)
+        return export_batch(outs, self.device, self.executor)
 
     def _drop(self, plan):
         """Gives up an instance; its output buffers stop counting as plan buffers."""
@@ -453,10 +478,9 @@ class _Signature:
             raise
         return plan, first
 
-    def _results(self, args, outs, plan):
-        """The graph's outputs: plan results (Hologram tensors) as torch tensors, inputs and views
-        of them from torch. ``plan``: the instance whose buffers aliased results are."""
-        torch_outs = export_batch(outs, self.device, self.executor)
+    def _results(self, args, torch_outs, plan):
+        """The graph's outputs: plan results (as torch tensors), inputs and views of them from
+        torch. ``plan``: the instance whose buffers aliased results are."""
         if id(plan) not in self.registered:
             addresses = [t.untyped_storage().data_ptr() for t, aliased in zip(torch_outs, self.alias) if aliased]
             self.registered[id(plan)] = addresses

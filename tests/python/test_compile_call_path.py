@@ -10,8 +10,16 @@ torch = pytest.importorskip("torch")
 import hologram_torch  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def fresh():
+@pytest.fixture(autouse=True, params=["exchange", "dlpack"])
+def fresh(request, monkeypatch):
+    """Every test twice: through DLPack's C exchange table (where torch has one) and through
+    the Python ``__dlpack__`` path."""
+    from hologram_torch import _bridge
+
+    if request.param == "dlpack":
+        monkeypatch.setattr(_bridge, "_EXCHANGE_TABLE", None)
+    elif _bridge._EXCHANGE_TABLE is None:
+        pytest.skip("this torch has no DLPack C exchange table")
     torch._dynamo.reset()
     hologram_torch.reset_compile_stats()
     yield
@@ -34,6 +42,10 @@ def test_plain_inference_graph_runs_without_aot_wrappers_and_matches_eager():
     stats = hologram_torch.compile_stats()
     assert stats["direct_inference"] == 1 and stats["plans"] == 1 and stats["replays"] == 2
     assert not out.requires_grad
+    from hologram_torch import _bridge
+
+    # The replays crossed through the C exchange table where torch has one (else through Python).
+    assert stats["exchange_replays"] == (2 if _bridge._EXCHANGE_TABLE is not None else 0)
 
 
 def test_inference_output_aliasing_its_input_keeps_the_alias():

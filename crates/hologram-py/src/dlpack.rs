@@ -8,34 +8,34 @@ use pyo3::prelude::*;
 
 use crate::errors::{IntoPy, PyRes, ValidationError};
 
-const CPU: i32 = 1;
-const CUDA: i32 = 2;
+pub(crate) const CPU: i32 = 1;
+pub(crate) const CUDA: i32 = 2;
 const CUDA_HOST: i32 = 3;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct DLDevice {
-    device_type: i32,
-    device_id: i32,
+pub(crate) struct DLDevice {
+    pub device_type: i32,
+    pub device_id: i32,
 }
 
 #[repr(C)]
-#[derive(Clone, Copy)]
-struct DLDataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DLDataType {
+    pub code: u8,
+    pub bits: u8,
+    pub lanes: u16,
 }
 
 #[repr(C)]
-struct DLTensor {
-    data: *mut c_void,
-    device: DLDevice,
-    ndim: i32,
-    dtype: DLDataType,
-    shape: *mut i64,
-    strides: *mut i64,
-    byte_offset: u64,
+pub(crate) struct DLTensor {
+    pub data: *mut c_void,
+    pub device: DLDevice,
+    pub ndim: i32,
+    pub dtype: DLDataType,
+    pub shape: *mut i64,
+    pub strides: *mut i64,
+    pub byte_offset: u64,
 }
 
 #[repr(C)]
@@ -48,7 +48,7 @@ struct DLManagedTensor {
 const NAME: &CStr = c"dltensor";
 const USED: &CStr = c"used_dltensor";
 
-fn dl_dtype(d: DType) -> DLDataType {
+pub(crate) fn dl_dtype(d: DType) -> DLDataType {
     let (code, bits) = match d {
         DType::Bool => (6, 8),
         DType::I8 | DType::I16 | DType::I32 | DType::I64 => (0, d.size() as u8 * 8),
@@ -94,10 +94,10 @@ pub fn device_of(t: &Tensor) -> (i32, i32) {
 }
 
 /// What an exported DLManagedTensor keeps alive.
-struct Export {
-    _tensor: Tensor,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
+pub(crate) struct Export {
+    pub _tensor: Tensor,
+    pub shape: Vec<i64>,
+    pub strides: Vec<i64>,
 }
 
 unsafe extern "C" fn delete_export(m: *mut DLManagedTensor) {
@@ -241,6 +241,22 @@ pub fn import(
     let owner = Import(m);
     // SAFETY: `m` is a valid DLManagedTensor owned by `owner`.
     let dl = unsafe { &(*m).dl_tensor };
+    // SAFETY: `dl` is the producer's description of memory that `owner` keeps allocated.
+    unsafe { import_dl(dl, Box::new(owner), cpu, cuda) }
+}
+
+/// A tensor of the memory `dl` describes, on `cpu` (host memory) or `cuda` (device memory).
+///
+/// # Safety
+/// `dl` must be a valid DLTensor (DLPack's rules: `shape` and, when not null, `strides` have
+/// `ndim` entries) whose memory is allocated, writable and readable for as long as `owner`
+/// lives.
+pub(crate) unsafe fn import_dl(
+    dl: &DLTensor,
+    owner: hologram_backends::MemoryOwner,
+    cpu: &Executor,
+    cuda: Option<&Executor>,
+) -> PyRes<Tensor> {
     let dtype = from_dl_dtype(dl.dtype).ok_or_else(|| {
         ValidationError::new_err(format!(
             "unsupported DLPack dtype (code {}, {} bits)",
@@ -320,13 +336,12 @@ pub fn import(
             exec.backend_type()
         )))
     })?;
-    // SAFETY: a consumed "dltensor" capsule gives us the producer's memory: `bytes` (the span
-    // of the tensor's shape and strides) at `address` are allocated on the device the capsule
-    // names, which was matched to `exec` above, and stay so until `owner` calls the deleter.
-    // Unversioned DLPack has no read-only flag, so producers only export writable memory
-    // (NumPy refuses read-only arrays). Concurrent writes by the producer while hologram uses
+    // SAFETY: the caller's contract: `bytes` (the span of the tensor's shape and strides) at
+    // `address` are allocated on the device `dl` names, which was matched to `exec` above, and
+    // stay so while `owner` lives. Unversioned DLPack has no read-only flag, so producers only
+    // export writable memory (NumPy refuses read-only arrays); versioned imports check the flag. Concurrent writes by the producer while hologram uses
     // the tensor are the caller's to avoid, as with any DLPack consumer (PyTorch, NumPy).
-    let memory = unsafe { interop.import_memory(address, bytes, Box::new(owner)) }
+    let memory = unsafe { interop.import_memory(address, bytes, owner) }
         .map_err(|e| crate::errors::to_py(e.into()))?;
     Tensor::from_external(exec, memory, dtype, layout).py()
 }

@@ -12,6 +12,7 @@ mod plan;
 mod program;
 mod seed_ops;
 mod tensor;
+mod torch_exchange;
 
 use pyo3::prelude::*;
 
@@ -36,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<program::PyProgram>()?;
     m.add_class::<plan::PyRecording>()?;
     m.add_class::<plan::PyPlan>()?;
+    m.add_class::<torch_exchange::PyTorchExchange>()?;
     m.add_function(wrap_pyfunction!(executor::backends, m)?)?;
     m.add_function(wrap_pyfunction!(executor::default_backend, m)?)?;
     m.add_function(wrap_pyfunction!(executor::backend_status, m)?)?;

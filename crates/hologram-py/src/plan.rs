@@ -77,7 +77,7 @@ fn finished() -> PyErr {
 /// and dtypes and returns fresh output tensors.
 #[pyclass(name = "Plan", module = "hologram._native", frozen)]
 pub struct PyPlan {
-    plan: Plan,
+    pub(crate) plan: Plan,
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &PlanStats) -> PyResult<Bound<'py, PyDict>> {
