@@ -129,6 +129,17 @@ def main() -> None:
                       f"{statistics.median(v[1::2]) * 1e6:.1f}: forward and backward where both run)")
         del calls
 
+    if os.environ.get("HOLOGRAM_EXCHANGE_PROFILE") == "1":
+        from hologram_torch import compile as hc
+
+        for graph in list(hc._GRAPHS):
+            for sig in graph.plans.values():
+                prof = sig.exchange.profile() if sig.exchange is not None else None
+                if prof:
+                    n = max(c for c, _ in prof.values())
+                    print(f"{graph.kind} run_first phases (us per call over {n} calls): "
+                          + ", ".join(f"{k} {t / max(c, 1) * 1e6:.1f}" for k, (c, t) in prof.items()))
+
     if args.driver:
         from torch.profiler import ProfilerActivity, profile
 

@@ -54,3 +54,9 @@ class Exchange:
         them and whose outputs are free (see :meth:`Plan.run` for ``alias``) and exports its
         outputs: ``(index of that plan, framework tensors)``, or ``None`` when none can."""
         return self._x.run_first([p._p for p in plans], list(xs), list(alias), [t._t for t in extra])
+
+    def profile(self) -> dict | None:
+        """With ``HOLOGRAM_EXCHANGE_PROFILE=1`` set when this exchange was made: ``{phase:
+        (calls, seconds)}`` of :meth:`run_first` so far (``import``, ``find``, ``replay``,
+        ``release``, ``export``); else ``None``."""
+        return self._x.profile()

@@ -118,6 +118,29 @@ pub struct PyTorchExchange {
     /// Which inputs are parameters (kept), and the kept views, by position.
     kept: Mutex<Vec<Option<(ViewKey, Tensor)>>>,
     params: Vec<bool>,
+    /// With `HOLOGRAM_EXCHANGE_PROFILE=1`: calls and seconds per phase of `run_first`.
+    profile: Option<Mutex<[(u64, f64); PHASES.len()]>>,
+}
+
+/// The phases of [`PyTorchExchange::run_first`] its profile times.
+const PHASES: [&str; 5] = ["import", "find", "replay", "release", "export"];
+
+/// Times the phases of one call when profiling is on.
+struct PhaseClock<'a> {
+    profile: Option<&'a Mutex<[(u64, f64); PHASES.len()]>>,
+    last: std::time::Instant,
+}
+
+impl PhaseClock<'_> {
+    fn lap(&mut self, phase: usize) {
+        if let Some(p) = self.profile {
+            let now = std::time::Instant::now();
+            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+            p[phase].0 += 1;
+            p[phase].1 += (now - self.last).as_secs_f64();
+            self.last = now;
+        }
+    }
 }
 
 // SAFETY: `api` points at a table of function pointers that torch allocates once per process
@@ -310,6 +333,8 @@ impl PyTorchExchange {
             _capsule: exchange.clone().unbind(),
             kept: Mutex::new((0..params.len()).map(|_| None).collect()),
             params,
+            profile: (std::env::var("HOLOGRAM_EXCHANGE_PROFILE").as_deref() == Ok("1"))
+                .then(|| Mutex::new([(0, 0.0); PHASES.len()])),
         })
     }
 
@@ -360,17 +385,25 @@ impl PyTorchExchange {
         alias: Vec<bool>,
         extra: Vec<PyRef<'_, PyTensor>>,
     ) -> PyRes<Option<(usize, Vec<Py<PyAny>>)>> {
+        let mut clock = PhaseClock {
+            profile: self.profile.as_ref(),
+            last: std::time::Instant::now(),
+        };
         let mut inputs: Vec<Tensor> = self.import_all(py, xs)?.into_iter().map(|t| t.t).collect();
         inputs.extend(extra.iter().map(|t| t.t.clone()));
+        clock.lap(0);
         let Some(k) = plans
             .iter()
             .position(|p| p.plan.accepts(&inputs) && p.plan.outputs_free())
         else {
             return Ok(None);
         };
+        clock.lap(1);
         let plan = &plans[k].plan;
         let outs = nogil(py, || plan.run_with(&inputs, &alias))?;
+        clock.lap(2);
         drop(inputs);
+        clock.lap(3);
         if let Some(stream) = self.current_stream()? {
             self.exec
                 .interop()
@@ -381,7 +414,20 @@ impl PyTorchExchange {
             .iter()
             .map(|t| self.export_one(py, t))
             .collect::<PyRes<Vec<_>>>()?;
+        clock.lap(4);
         Ok(Some((k, outs)))
+    }
+
+    /// With `HOLOGRAM_EXCHANGE_PROFILE=1` when this exchange was made: `{phase: (calls,
+    /// seconds)}` of [`run_first`](Self::run_first) so far (import, find, replay, release,
+    /// export); else `None`.
+    fn profile(&self) -> Option<std::collections::HashMap<&'static str, (u64, f64)>> {
+        let p = self
+            .profile
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        Some(PHASES.iter().copied().zip(p.iter().copied()).collect())
     }
 
     /// Torch tensors of Hologram tensors `ts`; on CUDA torch's current stream first waits for
