@@ -109,3 +109,58 @@ fn a_lane_out_of_bounds_is_reported() {
     // The lanes inside the buffer ran.
     assert!(read(&b, &out, short).iter().all(|&v| v == 3.0));
 }
+
+/// A map whose output index is `%gid * 1` computed at run time: not at `%gid` literally, so it
+/// is no 4-lane map and its launches always read their error slot back.
+const SCALED: &str = ".kernel scaled\n.param .buf.f32 x\n.param .buf.f32 out .rw\n.param .u32 n\n.param .u32 s\n    setp.ge.u32 %p, %gid, n;\n@%p exit;\n    mul.u32 %j, %gid, s;\n    ld.f32 %x, x[%j];\n    st.f32 out[%j], %x;\n";
+
+#[test]
+fn launches_proved_in_bounds_skip_the_error_read_yet_errors_are_reported_once() {
+    let Some(b) = backend() else { return };
+    let len = 4096;
+    let x = upload(&b, &vec![1.0; len]);
+    let y = upload(&b, &vec![2.0; len]);
+    let out = upload(&b, &vec![0.0; len]);
+    let short = upload(&b, &vec![0.0; 100]);
+    let axpy = b
+        .compile(&hologram_compiler::Canonical::assemble(AXPY).expect("assemble"))
+        .expect("compile");
+    let args = |o: &Memory, n: u32| -> Vec<KernelArg> {
+        let mut a: Vec<KernelArg> = [&x, &y, o]
+            .iter()
+            .map(|m| KernelArg::Buffer(BufferArg::whole((*m).clone())))
+            .collect();
+        a.push(KernelArg::Scalar(Value::F32(1.0)));
+        a.push(KernelArg::Scalar(Value::U32(n)));
+        a
+    };
+    let config = LaunchConfig::linear(16, 256);
+    // In one batch: launches that cannot fault around one that does.
+    b.launch(&axpy, &config, &args(&out, len as u32))
+        .expect("launch");
+    b.launch(&axpy, &config, &args(&short, len as u32))
+        .expect("launch");
+    // The bound keeps this one inside the short buffer: it cannot fault.
+    b.launch(&axpy, &config, &args(&short, 100))
+        .expect("launch");
+    match b.synchronize() {
+        Err(BackendError::OutOfBounds { array, len, .. }) => {
+            assert_eq!((array.as_str(), len), ("out", 100));
+        }
+        other => panic!("expected an out-of-bounds error, got {other:?}"),
+    }
+    assert!(read(&b, &out, len).iter().all(|&v| v == 3.0));
+    // A later launch that reads its slot back finds it clean: the error is not reported again.
+    let scaled = b
+        .compile(&hologram_compiler::Canonical::assemble(SCALED).expect("assemble"))
+        .expect("compile");
+    let scaled_args = vec![
+        KernelArg::Buffer(BufferArg::whole(y.clone())),
+        KernelArg::Buffer(BufferArg::whole(out.clone())),
+        KernelArg::Scalar(Value::U32(len as u32)),
+        KernelArg::Scalar(Value::U32(1)),
+    ];
+    b.launch(&scaled, &config, &scaled_args).expect("launch");
+    b.synchronize().expect("no stale error");
+    assert!(read(&b, &out, len).iter().all(|&v| v == 2.0));
+}

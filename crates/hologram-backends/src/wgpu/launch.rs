@@ -307,6 +307,7 @@ pub(crate) fn run(
         lens: bound.lens.clone(),
         timeout: config.effective_timeout(),
         thread: std::thread::current().id(),
+        may_fault: may_fault(&pipeline.generated, config, args, lanes, &bound.lens),
     };
     let (group, pools) = gpu.scoped(
         || bind_group(gpu, kernel, pipeline, &bound, &pool_sizes),
@@ -328,6 +329,38 @@ pub(crate) fn run(
     })?;
     super::profile::LAUNCH.add(started);
     Ok(())
+}
+
+/// False when the launch provably cannot report an error: a 4-lane map whose lanes all lie
+/// inside every buffer it accesses (or that runs without checks), with the budget for its
+/// blocks and no loop-cut canary. Its error slot then needs no read-back at the next wait.
+fn may_fault(
+    generated: &Generated,
+    config: &LaunchConfig,
+    args: &[KernelArg],
+    lanes: u64,
+    lens: &[u64],
+) -> bool {
+    let Some(checks) = &generated.map_checks else {
+        return true;
+    };
+    if generated.loop_canary {
+        return true;
+    }
+    let budget = config
+        .effective_timeout()
+        .map(|t| (t.as_secs_f64() * crate::launch::WGPU_BLOCKS_PER_SECOND as f64).ceil() as u64);
+    if !config.bounds_checks() {
+        // No access is tested, so none reports; only the budget could.
+        return budget.is_some_and(|b| b < checks.max_blocks);
+    }
+    let bound_value = checks.bound.and_then(|p| match args.get(p as usize) {
+        // The device reads the parameter's low word (`hg_args`), as a u32.
+        Some(KernelArg::Scalar(v)) => Some(v.to_bits() as u32 as u64),
+        _ => None,
+    });
+    let len_of = |p: u32| lens.get(p as usize).copied().unwrap_or(0);
+    !checks.cannot_fault(lanes, bound_value, len_of, budget)
 }
 
 /// The launch's bind group (cached by the buffers it binds, see `bind_groups.rs`) and its

@@ -5,12 +5,15 @@
 //! synchronization. Each launch since the last wait writes its error words into its own slot of
 //! one error buffer and reads its argument words from its own region of one argument ring (both
 //! bound at dynamic offsets, so a launch creates no buffer, and its bind group can be reused:
-//! see `bind_groups.rs`); the argument words of a batch are written with one
-//! `queue.write_buffer` just before the batch is submitted. A wait copies the used error slots out
-//! in the same submission as the last batch, maps them once and reports the first launch (in
-//! launch order) that failed, naming its kernel, as the CUDA backend reports its error record. A
-//! launch's error goes to the thread that made the launch (threads that share a backend each see
-//! their own launches' errors, as when launches waited).
+//! see `bind_groups.rs`); argument words are kept after the ring and reused by launches with the
+//! same words (see [`ARGS_KEPT_BYTES`]), others are written with one `queue.write_buffer` just
+//! before their batch is submitted. A wait copies the error slots of launches that may fault out
+//! in the same submission as the last batch (launches the launcher proved in bounds have none to
+//! read: `launch::may_fault`), maps them once and reports the first launch (in launch order) that
+//! failed, naming its kernel, as the CUDA backend reports its error record; slots stay zero
+//! unless a launch faulted, and are cleared only then. A launch's error goes to the thread that
+//! made the launch (threads that share a backend each see their own launches' errors, as when
+//! launches waited).
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
@@ -42,6 +45,14 @@ const ERROR_BYTES: u64 = 4 * codegen::ERR_WORDS as u64;
 /// offset alignment.
 const ARGS_RING_BYTES: u64 = 1 << 20;
 
+/// Bytes after the ring (in the same buffer) that keep argument words from launch to launch: a
+/// launch whose words were written there before binds them where they are and writes nothing.
+/// A batch that writes no argument words submits one command buffer instead of two (wgpu
+/// submits its staged writes in a command buffer of their own, which costs NVIDIA's Vulkan
+/// driver about 11 us per round trip); a loop that repeats its launches with the same buffers
+/// and sizes (a benchmark, a training step, a plan) writes its words once.
+const ARGS_KEPT_BYTES: u64 = 256 << 10;
+
 /// A launch whose error words are not read yet.
 pub(crate) struct QueuedLaunch {
     pub kernel: Arc<Kernel>,
@@ -52,6 +63,9 @@ pub(crate) struct QueuedLaunch {
     pub timeout: Option<Duration>,
     /// The thread that made it: its error is reported to that thread.
     pub thread: ThreadId,
+    /// False when the launcher proved the launch cannot report an error (its slot stays zero
+    /// and is not read back).
+    pub may_fault: bool,
 }
 
 impl QueuedLaunch {
@@ -87,6 +101,10 @@ struct State {
     args_pending_at: u64,
     /// End of the ring's used part (the ring is free again after a wait).
     args_end: u64,
+    /// Argument words kept after the ring, by content -> byte offset (see [`ARGS_KEPT_BYTES`]).
+    kept: HashMap<Vec<u32>, u64>,
+    /// End of the kept words' used part (relative to the end of the ring).
+    kept_end: u64,
     /// `queue.write_buffer` was called since the last submission.
     writes_pending: bool,
 }
@@ -133,7 +151,7 @@ impl WorkQueue {
             stride,
             args: buffer(
                 "hologram argument ring",
-                ARGS_RING_BYTES,
+                ARGS_RING_BYTES + ARGS_KEPT_BYTES,
                 U::STORAGE | U::COPY_DST,
             ),
             align,
@@ -191,6 +209,27 @@ impl WorkQueue {
             self.wait_locked(gpu, &mut st)?;
             at = 0;
         }
+        if let Some(&kept) = st.kept.get(words) {
+            let offsets = [(st.launches.len() as u64 * self.stride) as u32, kept as u32];
+            self.recorded(gpu, &mut st, launch, record, &offsets);
+            return Ok(());
+        }
+        let kept_at = st.kept_end.div_ceil(self.align) * self.align;
+        if kept_at + bytes <= ARGS_KEPT_BYTES {
+            // Written once, before the submission of this batch (staged writes go first).
+            let offset = ARGS_RING_BYTES + kept_at;
+            gpu.queue
+                .write_buffer(&self.args, offset, bytemuck::cast_slice(words));
+            st.writes_pending = true;
+            st.kept_end = kept_at + bytes;
+            st.kept.insert(words.to_vec(), offset);
+            let offsets = [
+                (st.launches.len() as u64 * self.stride) as u32,
+                offset as u32,
+            ];
+            self.recorded(gpu, &mut st, launch, record, &offsets);
+            return Ok(());
+        }
         if st.args_pending.is_empty() {
             st.args_pending_at = at;
         } else {
@@ -201,13 +240,25 @@ impl WorkQueue {
         st.args_pending.extend_from_slice(words);
         st.args_end = at + bytes;
         let offsets = [(st.launches.len() as u64 * self.stride) as u32, at as u32];
-        record(encoder(gpu, &mut st), &offsets);
+        self.recorded(gpu, &mut st, launch, record, &offsets);
+        Ok(())
+    }
+
+    /// Records a launch whose argument words are at `offsets[1]` into the batch.
+    fn recorded(
+        &self,
+        gpu: &Gpu,
+        st: &mut State,
+        launch: QueuedLaunch,
+        record: impl FnOnce(&mut ::wgpu::CommandEncoder, &[u32; 2]),
+        offsets: &[u32; 2],
+    ) {
+        record(encoder(gpu, st), offsets);
         st.recorded += 1;
         st.launches.push(launch);
         if st.recorded >= SUBMIT_AT {
-            self.submit_locked(gpu, &mut st);
+            self.submit_locked(gpu, st);
         }
-        Ok(())
     }
 
     /// Queues device work that reports no error (a copy between buffers).
@@ -297,11 +348,16 @@ impl WorkQueue {
     /// Waits; launch errors go to `st.errors`, device failures are returned.
     fn wait_locked(&self, gpu: &Gpu, st: &mut State) -> Result<()> {
         gpu.check_fault()?;
-        let used = st.launches.len() as u64 * self.stride;
+        // Slots up to the last launch that may fault (none: nothing to read back).
+        let used = st
+            .launches
+            .iter()
+            .rposition(|l| l.may_fault)
+            .map_or(0, |last| (last as u64 + 1) * self.stride);
         if used > 0 {
+            // Slots stay zero unless a launch faulted: they are cleared only then (below).
             let enc = encoder(gpu, st);
             enc.copy_buffer_to_buffer(&self.errors, 0, &self.errors_readback, 0, used);
-            enc.clear_buffer(&self.errors, 0, Some(used));
         } else if st.writes_pending && st.encoder.is_none() {
             // Flushes copies staged by `queue.write_buffer` (a wait with nothing queued submits
             // nothing: each submission costs the driver a round).
@@ -315,8 +371,13 @@ impl WorkQueue {
         let submitted = std::mem::take(&mut st.submitted);
         let launches = std::mem::take(&mut st.launches);
         st.unsubmitted = 0;
-        // Everything submitted is waited for below (or the device is poisoned): the ring is free.
+        // Everything submitted is waited for below (or the device is poisoned): the ring is free,
+        // and so are the kept words once they fill their space (no launch reads them any more).
         st.args_end = 0;
+        if st.kept_end > ARGS_KEPT_BYTES / 4 * 3 {
+            st.kept.clear();
+            st.kept_end = 0;
+        }
         // Short work is seen finished by polling the fence, without the blocking wait's
         // wake-up latency (`spin_wait.rs`); what still runs past the spin is waited for below.
         let idle = !submitted.is_empty()
@@ -350,7 +411,9 @@ impl WorkQueue {
         let reading = std::time::Instant::now();
         let stride = self.stride as usize;
         let errors = &mut st.errors;
+        let mut faulted = false;
         let read = gpu.map_finish(&self.errors_readback, used, request, None, None, |bytes| {
+            faulted = bytes.iter().any(|&b| b != 0);
             for (launch, slot) in launches.iter().zip(bytes.chunks_exact(stride)) {
                 let words: Vec<u32> = slot[..ERROR_BYTES as usize]
                     .chunks_exact(4)
@@ -362,6 +425,13 @@ impl WorkQueue {
             }
         });
         profile::ERROR_READ.add(reading);
+        if faulted {
+            // Zero the slots again before any later launch uses them (staged writes reach the
+            // device ahead of the next submission).
+            gpu.queue
+                .write_buffer(&self.errors, 0, &vec![0u8; used as usize]);
+            st.writes_pending = true;
+        }
         read
     }
 }

@@ -40,6 +40,65 @@ pub fn vectorizable(kernel: &Kernel) -> Option<MapPattern> {
     recognize_map(kernel).filter(|m| !m.gather)
 }
 
+/// What bounds the lanes of a 4-lane map: the launch proves from it, on the host, that no lane
+/// can go out of bounds (then the launch cannot report an error and its error slot need not be
+/// read back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapChecks {
+    /// The scalar parameter bounding `%gid`, if any.
+    pub bound: Option<u32>,
+    /// The buffer parameters loaded or stored at `%gid`.
+    pub buffers: Vec<u32>,
+    /// Basic blocks a lane passes at most through the generic code (its instructions: a map has
+    /// no back edge), for the timeout budget.
+    pub max_blocks: u64,
+}
+
+impl MapChecks {
+    pub(crate) fn of(kernel: &Kernel, m: &MapPattern) -> MapChecks {
+        let buffers = m
+            .inputs
+            .iter()
+            .chain(&m.outputs)
+            .copied()
+            .filter(|p| {
+                matches!(
+                    kernel.params.get(*p as usize).map(|p| p.kind),
+                    Some(ParamKind::Buffer { .. })
+                )
+            })
+            .collect();
+        MapChecks {
+            bound: m.bound,
+            buffers,
+            max_blocks: kernel.insts.len() as u64 + 2,
+        }
+    }
+
+    /// True when a launch of `lanes` lanes cannot fault: every lane below the map's limit
+    /// (`lanes`, and the bound parameter's value `bound_value`) is inside every buffer
+    /// (`len_of(param)` elements), and the timeout budget (`budget_blocks`, `None`: none)
+    /// covers a lane's blocks. The same test the 4-lane form makes on the device, so such a
+    /// launch runs every lane in bounds.
+    pub fn cannot_fault(
+        &self,
+        lanes: u64,
+        bound_value: Option<u64>,
+        len_of: impl Fn(u32) -> u64,
+        budget_blocks: Option<u64>,
+    ) -> bool {
+        if budget_blocks.is_some_and(|b| b < self.max_blocks) {
+            return false;
+        }
+        let limit = match (self.bound, bound_value) {
+            (Some(_), Some(n)) => lanes.min(n),
+            (Some(_), None) => return false,
+            (None, _) => lanes,
+        };
+        self.buffers.iter().all(|&p| len_of(p) >= limit)
+    }
+}
+
 /// The argument word holding the original launch's lane count.
 pub fn total_word(kernel: &Kernel) -> usize {
     param_word(kernel.params.len() as u32).max(super::ARGS_HEADER_WORDS)
@@ -207,6 +266,31 @@ mod tests {
             vector_map: true,
             ..super::super::CodegenOptions::core([64, 1, 1])
         }
+    }
+
+    #[test]
+    fn a_launch_cannot_fault_only_when_every_lane_under_the_limit_is_in_every_buffer() {
+        let checks = MapChecks {
+            bound: Some(4),
+            buffers: vec![0, 1, 2],
+            max_blocks: 10,
+        };
+        let lens = |short: u64| move |p: u32| if p == 2 { short } else { 1000 };
+        // The bound (or the lanes, whichever is less) is the limit.
+        assert!(checks.cannot_fault(4096, Some(1000), lens(1000), None));
+        assert!(!checks.cannot_fault(4096, Some(1000), lens(999), None));
+        assert!(checks.cannot_fault(500, Some(1000), lens(500), None));
+        assert!(!checks.cannot_fault(501, Some(1000), lens(500), None));
+        // A bound parameter without its value, or a budget below the lane's blocks: may fault.
+        assert!(!checks.cannot_fault(10, None, lens(1000), None));
+        assert!(!checks.cannot_fault(10, Some(10), lens(1000), Some(9)));
+        assert!(checks.cannot_fault(10, Some(10), lens(1000), Some(10)));
+        let unbounded = MapChecks {
+            bound: None,
+            ..checks
+        };
+        assert!(unbounded.cannot_fault(1000, None, lens(1000), None));
+        assert!(!unbounded.cannot_fault(1001, None, lens(1000), None));
     }
 
     #[test]

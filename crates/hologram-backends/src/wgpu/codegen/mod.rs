@@ -179,6 +179,11 @@ pub struct Generated {
     pub vector_map: bool,
     /// The module is a dedicated reduction or row kernel ([`dedicated`]).
     pub dedicated: bool,
+    /// For a 4-lane map: what its lanes' accesses are bounded by (the launcher proves from
+    /// these that a launch cannot fault, see [`map::MapChecks`]).
+    pub map_checks: Option<map::MapChecks>,
+    /// `main` ends with the loop-cut canary (the launch may report a cut on drivers that cut).
+    pub loop_canary: bool,
 }
 
 /// The argument-buffer word holding parameter `p`'s first slot.
@@ -191,6 +196,13 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
     check_support(kernel, opts)?;
     let arrays::Layouts { arrays, pools } =
         arrays::layouts(kernel, opts.max_storage_buffers).map_err(CodegenError::Unsupported)?;
+    let map = if opts.vector_map {
+        map::vectorizable(kernel)
+    } else {
+        None
+    };
+    let args_words =
+        param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS) + usize::from(map.is_some());
     let mut g = Gen {
         k: kernel,
         opts,
@@ -202,11 +214,6 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         barrier_mode: kernel.facts.uses_barrier,
         canary: false,
         live_checks: true,
-    };
-    let map = if opts.vector_map {
-        map::vectorizable(kernel)
-    } else {
-        None
     };
     let run = g.run_function()?;
     let decls = g.declarations();
@@ -267,10 +274,11 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         buffer_bindings,
         sites: g.sites,
         pools,
-        args_words: param_word(kernel.params.len() as u32).max(ARGS_HEADER_WORDS)
-            + usize::from(map.is_some()),
+        args_words,
         vector_map: map.is_some(),
         dedicated: dedicated.is_some(),
+        map_checks: map.as_ref().map(|m| map::MapChecks::of(kernel, m)),
+        loop_canary: g.canary,
     })
 }
 
