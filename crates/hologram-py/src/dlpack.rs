@@ -167,24 +167,41 @@ pub fn export<'py>(py: Python<'py>, t: &Tensor) -> PyRes<Bound<'py, PyAny>> {
     }
 }
 
-/// Keeps an imported DLManagedTensor alive; calls its deleter (with the GIL) when dropped.
-struct Import(*mut DLManagedTensor);
+/// A DLPack managed tensor (unversioned or versioned): how its producer frees it.
+pub(crate) trait Managed {
+    /// Calls the producer's deleter.
+    ///
+    /// # Safety
+    /// `m` is a valid managed tensor that the caller owns and uses no more.
+    unsafe fn delete(m: *mut Self);
+}
+
+impl Managed for DLManagedTensor {
+    unsafe fn delete(m: *mut Self) {
+        // SAFETY: the caller's contract: `m` is valid and ours.
+        unsafe {
+            if let Some(d) = (*m).deleter {
+                d(m);
+            }
+        }
+    }
+}
+
+/// Keeps an imported managed tensor alive; calls its deleter (with the GIL) when dropped.
+pub(crate) struct Import<T: Managed>(pub *mut T);
 
 // SAFETY: the pointer is only used to call the producer's deleter, under the GIL.
-unsafe impl Send for Import {}
+unsafe impl<T: Managed> Send for Import<T> {}
 // SAFETY: as for `Send`: shared references never touch the pointer.
-unsafe impl Sync for Import {}
+unsafe impl<T: Managed> Sync for Import<T> {}
 
-impl Drop for Import {
+impl<T: Managed> Drop for Import<T> {
     fn drop(&mut self) {
         let m = self.0;
         Python::attach(|_| {
-            // SAFETY: we own the managed tensor since we renamed its capsule.
-            unsafe {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
+            // SAFETY: we own the managed tensor (a consumed capsule's, or one handed to us by
+            // an exchange table) and drop it once.
+            unsafe { T::delete(m) }
         });
     }
 }

@@ -14,7 +14,7 @@ use hologram_core::{Executor, Tensor};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::dlpack::{self, DLDataType, DLDevice, DLTensor, Export};
+use crate::dlpack::{self, DLDataType, DLDevice, DLTensor, Export, Import, Managed};
 use crate::errors::{to_py, IntoPy, PyRes, ValidationError};
 use crate::executor::{nogil, PyExecutor};
 use crate::plan::PyPlan;
@@ -62,25 +62,14 @@ struct ExchangeApi {
 
 const CAPSULE: &CStr = c"dlpack_exchange_api";
 
-/// Keeps an imported versioned tensor alive; calls its deleter (with the GIL) when dropped.
-struct ImportVersioned(*mut DLManagedTensorVersioned);
-
-// SAFETY: the pointer is only used to call the producer's deleter, under the GIL.
-unsafe impl Send for ImportVersioned {}
-// SAFETY: as for `Send`: shared references never touch the pointer.
-unsafe impl Sync for ImportVersioned {}
-
-impl Drop for ImportVersioned {
-    fn drop(&mut self) {
-        let m = self.0;
-        Python::attach(|_| {
-            // SAFETY: we own the managed tensor the producer handed over.
-            unsafe {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
+impl Managed for DLManagedTensorVersioned {
+    unsafe fn delete(m: *mut Self) {
+        // SAFETY: the caller's contract: `m` is valid and ours.
+        unsafe {
+            if let Some(d) = (*m).deleter {
+                d(m);
             }
-        });
+        }
     }
 }
 
@@ -217,7 +206,7 @@ impl PyTorchExchange {
         if unsafe { f(x.as_ptr() as *mut c_void, &mut m) } != 0 || m.is_null() {
             return Err(PyErr::fetch(py));
         }
-        let owner = ImportVersioned(m);
+        let owner = Import(m);
         // SAFETY: `m` is the valid managed tensor `owner` owns.
         let (dl, flags, major) = unsafe { (&(*m).dl_tensor, (*m).flags, (*m).version.major) };
         if major != 1 {
