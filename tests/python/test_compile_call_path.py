@@ -343,3 +343,26 @@ def test_a_gone_plan_no_longer_claims_its_output_addresses():
     del owner
     gc.collect()
     assert not compile_module._in_place(x)
+
+
+def test_a_call_the_exchange_table_cannot_take_falls_back_to_the_python_path(request, monkeypatch):
+    """An input the C exchange table refuses (another device, in practice) makes that graph's
+    signature use the Python DLPack path from then on, with the same results."""
+    import hologram as hg
+
+    if request.node.callspec.params["fresh"] != "exchange":
+        pytest.skip("the exchange table's own fallback")
+
+    def refuse(self, *args, **kwargs):
+        raise hg.ValidationError("refused for the test")
+
+    model = mlp()
+    compiled = torch.compile(model, backend="hologram")
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        compiled(x)
+        monkeypatch.setattr(hg.Exchange, "run_first", refuse)
+        for k in range(3):
+            torch.testing.assert_close(compiled(x + k), model(x + k), rtol=1e-5, atol=1e-6)
+    stats = hologram_torch.compile_stats()
+    assert stats["plans"] == 1 and stats["replays"] == 3 and stats["exchange_replays"] == 0
