@@ -173,7 +173,7 @@ impl Gpu {
         let mut already = done();
         if already.is_none() {
             // Short work: its mapping is seen done by non-blocking polls (`spin_wait.rs`).
-            super::spin_wait::until(self, super::spin_wait::spin_limit(), |_| {
+            super::spin_wait::until(self, super::spin_wait::spin_limit(self), |_| {
                 result.lock().map(|s| s.is_some()).unwrap_or(true)
             })?;
             already = done();

@@ -1,4 +1,4 @@
-//! Waiting for a short submission without sleeping.
+//! Waiting for a submission without sleeping in the driver.
 //!
 //! A blocking `device.poll(Wait)` sleeps in the driver until the GPU signals its fence (Vulkan:
 //! `vkWaitSemaphores`/`vkWaitForFences`), and the thread wakes up tens of microseconds after
@@ -7,8 +7,11 @@
 //! `cuStreamSynchronize` takes 12 us). So a wait first checks the fence with non-blocking
 //! `device.poll(Poll)` calls (one fence-value query each, which also runs the finished
 //! submissions' callbacks, mappings included) for up to [`spin_limit`], and blocks only for
-//! work still running past it: short work is seen finished within a poll's time, long work
-//! costs at most the spin's CPU time.
+//! work still running past it. As the CUDA backend's waits do (and CUDA's own, by default), the
+//! first [`HOT_SPIN`] polls back to back, later ones yield the core between polls, and the
+//! limit is 20 ms: with the earlier 200 us limit, every kernel longer than that paid the
+//! blocking wait's late wake-up (add 2^26 on the H100: 333 -> 300 us, the same binary with
+//! `HOLOGRAM_WGPU_SPIN_US=20000`).
 
 use std::time::{Duration, Instant};
 
@@ -16,18 +19,26 @@ use super::device::Gpu;
 use crate::error::{BackendError, Result};
 
 /// Default spin before a blocking wait.
-const DEFAULT_SPIN: Duration = Duration::from_micros(200);
+const DEFAULT_SPIN: Duration = Duration::from_millis(20);
 
-/// How long a wait spins before it blocks: `HOLOGRAM_WGPU_SPIN_US` microseconds (0: block at
-/// once), 200 by default.
-pub(crate) fn spin_limit() -> Duration {
-    static LIMIT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| {
+/// Polls back to back for this long; then each poll yields the core first.
+const HOT_SPIN: Duration = Duration::from_micros(200);
+
+/// How long a wait on `gpu` spins before it blocks: `HOLOGRAM_WGPU_SPIN_US` microseconds (0:
+/// block at once); by default 20 ms on a GPU, and [`HOT_SPIN`] on a software adapter
+/// (lavapipe runs the shaders on the host's cores, which a waiting thread would take from it).
+pub(crate) fn spin_limit(gpu: &Gpu) -> Duration {
+    static LIMIT: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    let set = *LIMIT.get_or_init(|| {
         std::env::var("HOLOGRAM_WGPU_SPIN_US")
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_micros)
-            .unwrap_or(DEFAULT_SPIN)
+    });
+    set.unwrap_or(if gpu.info.device_type == ::wgpu::DeviceType::Cpu {
+        HOT_SPIN
+    } else {
+        DEFAULT_SPIN
     })
 }
 
@@ -58,9 +69,14 @@ pub(crate) fn until(
                 )))
             }
         }
-        if started.elapsed() >= limit {
+        let waited = started.elapsed();
+        if waited >= limit {
             return Ok(false);
         }
-        std::hint::spin_loop();
+        if waited < HOT_SPIN {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
     }
 }

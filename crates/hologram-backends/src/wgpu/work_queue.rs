@@ -381,7 +381,7 @@ impl WorkQueue {
         // Short work is seen finished by polling the fence, without the blocking wait's
         // wake-up latency (`spin_wait.rs`); what still runs past the spin is waited for below.
         let idle = !submitted.is_empty()
-            && super::spin_wait::until_idle(gpu, super::spin_wait::spin_limit())?;
+            && super::spin_wait::until_idle(gpu, super::spin_wait::spin_limit(gpu))?;
         for s in submitted.iter().filter(|_| !idle) {
             let queued = &launches[s.launches.clone()];
             // No limit when any launch has none (or for copies alone).
