@@ -95,9 +95,38 @@ pub fn device_of(t: &Tensor) -> (i32, i32) {
 
 /// What an exported DLManagedTensor keeps alive.
 pub(crate) struct Export {
-    pub _tensor: Tensor,
-    pub shape: Vec<i64>,
-    pub strides: Vec<i64>,
+    _tensor: Tensor,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+}
+
+impl Export {
+    /// The context of an export of the stored tensor `t` (its data at address `ptr`), leaked
+    /// for the managed tensor to own, and the DLTensor describing `t`, whose shape and strides
+    /// point into that context. Free the context with `Box::from_raw` (the deleters do).
+    pub(crate) fn describe(t: &Tensor, ptr: u64) -> (*mut Export, DLTensor) {
+        let ctx = Box::into_raw(Box::new(Export {
+            shape: t.shape().iter().map(|&d| d as i64).collect(),
+            strides: t.strides().iter().map(|&s| s as i64).collect(),
+            _tensor: t.clone(),
+        }));
+        // SAFETY: `ctx` is valid and uniquely owned until a deleter frees it.
+        let (shape, strides) = unsafe { ((*ctx).shape.as_mut_ptr(), (*ctx).strides.as_mut_ptr()) };
+        let (device_type, device_id) = device_of(t);
+        let dl = DLTensor {
+            data: ptr as usize as *mut c_void,
+            device: DLDevice {
+                device_type,
+                device_id,
+            },
+            ndim: t.rank() as i32,
+            dtype: dl_dtype(t.dtype()),
+            shape,
+            strides,
+            byte_offset: 0,
+        };
+        (ctx, dl)
+    }
 }
 
 unsafe extern "C" fn delete_export(m: *mut DLManagedTensor) {
@@ -130,28 +159,9 @@ unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
 pub fn export<'py>(py: Python<'py>, t: &Tensor) -> PyRes<Bound<'py, PyAny>> {
     let t = py.detach(|| t.realize()).py()?;
     let (ptr, _host) = py.detach(|| t.data_ptr()).py()?;
-    let ctx = Box::new(Export {
-        shape: t.shape().iter().map(|&d| d as i64).collect(),
-        strides: t.strides().iter().map(|&s| s as i64).collect(),
-        _tensor: t.clone(),
-    });
-    let (device_type, device_id) = device_of(&t);
-    let ctx = Box::into_raw(ctx);
-    // SAFETY: ctx is a valid, uniquely owned pointer until `delete_export` frees it.
-    let (shape, strides) = unsafe { ((*ctx).shape.as_mut_ptr(), (*ctx).strides.as_mut_ptr()) };
+    let (ctx, dl_tensor) = Export::describe(&t, ptr);
     let managed = Box::new(DLManagedTensor {
-        dl_tensor: DLTensor {
-            data: ptr as usize as *mut c_void,
-            device: DLDevice {
-                device_type,
-                device_id,
-            },
-            ndim: t.rank() as i32,
-            dtype: dl_dtype(t.dtype()),
-            shape,
-            strides,
-            byte_offset: 0,
-        },
+        dl_tensor,
         manager_ctx: ctx as *mut c_void,
         deleter: Some(delete_export),
     });

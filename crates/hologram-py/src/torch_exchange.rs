@@ -14,7 +14,7 @@ use hologram_core::{Executor, Tensor};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::dlpack::{self, DLDataType, DLDevice, DLTensor, Export, Import, Managed};
+use crate::dlpack::{self, DLDataType, DLTensor, Export, Import, Managed};
 use crate::errors::{to_py, IntoPy, PyRes, ValidationError};
 use crate::executor::{nogil, PyExecutor};
 use crate::plan::PyPlan;
@@ -244,31 +244,13 @@ impl PyTorchExchange {
             true => py.detach(|| t.realize()).py()?,
         };
         let (ptr, _host) = t.data_ptr().py()?;
-        let (device_type, device_id) = dlpack::device_of(&t);
-        let ctx = Box::into_raw(Box::new(Export {
-            shape: t.shape().iter().map(|&d| d as i64).collect(),
-            strides: t.strides().iter().map(|&s| s as i64).collect(),
-            _tensor: t.clone(),
-        }));
-        // SAFETY: `ctx` is valid and uniquely owned until `delete_versioned_export` frees it.
-        let (shape, strides) = unsafe { ((*ctx).shape.as_mut_ptr(), (*ctx).strides.as_mut_ptr()) };
+        let (ctx, dl_tensor) = Export::describe(&t, ptr);
         let m = Box::into_raw(Box::new(DLManagedTensorVersioned {
             version: DLPackVersion { major: 1, minor: 1 },
             manager_ctx: ctx as *mut c_void,
             deleter: Some(delete_versioned_export),
             flags: 0,
-            dl_tensor: DLTensor {
-                data: ptr as usize as *mut c_void,
-                device: DLDevice {
-                    device_type,
-                    device_id,
-                },
-                ndim: t.rank() as i32,
-                dtype: dlpack::dl_dtype(t.dtype()),
-                shape,
-                strides,
-                byte_offset: 0,
-            },
+            dl_tensor,
         }));
         let mut out: *mut c_void = std::ptr::null_mut();
         // SAFETY: a valid managed tensor whose ownership passes to torch on success (torch
