@@ -100,7 +100,6 @@ def main() -> None:
             acc[name].append(b - a)
 
     spans = {name: wrap_timer(name) for name in args.time.split(",") if name}
-    table = {}
     for fn, opt in steps.values():
         warm = {p: [] for p in PHASES}
         for _ in range(5):
@@ -117,17 +116,14 @@ def main() -> None:
     for impl in steps:
         med = [statistics.median(acc[impl][p]) * 1e6 for p in PHASES]
         totals = [sum(acc[impl][p][i] for p in PHASES) for i in range(len(acc[impl]["forward"]))]
-        table[impl] = med
         print(f"| {impl} | " + " | ".join(f"{m:.1f}" for m in med) + f" | {statistics.median(totals) * 1e6:.1f} |")
 
     if spans:
-        calls = {name: len(v) for name, v in spans.items()}
         for name, v in spans.items():
             if v:
                 print(f"{name}: {len(v)} calls, median {statistics.median(v) * 1e6:.1f} us "
                       f"(even calls {statistics.median(v[0::2]) * 1e6:.1f}, odd calls "
                       f"{statistics.median(v[1::2]) * 1e6:.1f}: forward and backward where both run)")
-        del calls
 
     if os.environ.get("HOLOGRAM_EXCHANGE_PROFILE") == "1":
         from hologram_torch import compile as hc

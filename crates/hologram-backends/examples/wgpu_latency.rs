@@ -91,14 +91,17 @@ fn main() {
             resource: buf.as_entire_binding(),
         }],
     });
-    let dispatch = |copy: bool| {
-        let mut enc = device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
+    let pass = |enc: &mut wgpu::CommandEncoder, dispatches: usize| {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        for _ in 0..dispatches {
             pass.dispatch_workgroups(1, 1, 1);
         }
+    };
+    let dispatch = |copy: bool| {
+        let mut enc = device.create_command_encoder(&Default::default());
+        pass(&mut enc, 1);
         if copy {
             enc.copy_buffer_to_buffer(&buf, 0, &readback, 0, 256);
         }
@@ -107,34 +110,39 @@ fn main() {
     const N: usize = 200;
     let mut rows: Vec<(String, Vec<f64>)> = Vec::new();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-
-    // An empty submission, blocking wait.
-    let mut v = Vec::new();
-    for _ in 0..N {
-        let t = Instant::now();
-        let i = queue.submit([]);
+    // Microseconds of each of `n` runs of `f`.
+    let timed = |n: usize, f: &mut dyn FnMut()| -> Vec<f64> {
+        (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                us(t.elapsed())
+            })
+            .collect()
+    };
+    let wait = |i: wgpu::SubmissionIndex| {
         device
             .poll(wgpu::PollType::Wait {
                 submission_index: Some(i),
                 timeout: None,
             })
             .unwrap();
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("empty submit + poll(Wait)".into(), v));
+    };
 
-    // An empty submission, spinning on poll(Poll).
-    let mut v = Vec::new();
-    for _ in 0..N {
-        let t = Instant::now();
-        queue.submit([]);
-        spin_until_idle(&device);
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("empty submit + spin poll(Poll)".into(), v));
+    rows.push((
+        "empty submit + poll(Wait)".into(),
+        timed(N, &mut || wait(queue.submit([]))),
+    ));
+    rows.push((
+        "empty submit + spin poll(Poll)".into(),
+        timed(N, &mut || {
+            queue.submit([]);
+            spin_until_idle(&device);
+        }),
+    ));
 
     // One dispatch: encode, submit, spin; and the pieces.
-    let (mut total, mut encode, mut submit, mut wait, mut polls) =
+    let (mut total, mut encode, mut submit, mut waited, mut polls) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..N {
         let t0 = Instant::now();
@@ -146,138 +154,98 @@ fn main() {
         let t3 = Instant::now();
         encode.push(us(t1 - t0));
         submit.push(us(t2 - t1));
-        wait.push(us(t3 - t2));
+        waited.push(us(t3 - t2));
         total.push(us(t3 - t0));
         polls.push(n as f64);
     }
     rows.push(("dispatch: total (spin)".into(), total));
     rows.push(("dispatch: encode".into(), encode));
     rows.push(("dispatch: submit".into(), submit));
-    rows.push(("dispatch: wait (spin)".into(), wait));
+    rows.push(("dispatch: wait (spin)".into(), waited));
     rows.push(("dispatch: polls during the wait".into(), polls));
 
-    // One dispatch, blocking wait.
-    let mut v = Vec::new();
-    for _ in 0..N {
-        let t = Instant::now();
-        let i = queue.submit([dispatch(false)]);
-        device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(i),
-                timeout: None,
-            })
-            .unwrap();
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("dispatch + poll(Wait)".into(), v));
+    rows.push((
+        "dispatch + poll(Wait)".into(),
+        timed(N, &mut || wait(queue.submit([dispatch(false)]))),
+    ));
+    rows.push((
+        "dispatch + copy + map + read (spin)".into(),
+        timed(N, &mut || {
+            queue.submit([dispatch(true)]);
+            let slice = readback.slice(..);
+            slice.map_async(wgpu::MapMode::Read, |r| r.unwrap());
+            spin_until_idle(&device);
+            let _ = f32::from_le_bytes(slice.get_mapped_range().unwrap()[..4].try_into().unwrap());
+            readback.unmap();
+        }),
+    ));
 
-    // One dispatch, a copy into a mappable buffer, map and read.
-    let mut v = Vec::new();
-    for _ in 0..N {
-        let t = Instant::now();
-        queue.submit([dispatch(true)]);
-        let slice = readback.slice(..);
-        slice.map_async(wgpu::MapMode::Read, |r| r.unwrap());
-        spin_until_idle(&device);
-        let _ = f32::from_le_bytes(slice.get_mapped_range().unwrap()[..4].try_into().unwrap());
-        readback.unmap();
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("dispatch + copy + map + read (spin)".into(), v));
-
-    // One dispatch after a queue.write_buffer of 64 bytes (wgpu submits its staged writes as
-    // a command buffer of their own before ours).
+    // wgpu submits staged writes as a command buffer of their own before ours; a staging belt
+    // copies in our own command buffer instead.
     let args = device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
         size: 256,
         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
-    let mut v = Vec::new();
-    for _ in 0..N {
-        let t = Instant::now();
-        queue.write_buffer(&args, 0, &[7u8; 64]);
-        queue.submit([dispatch(false)]);
-        spin_until_idle(&device);
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("write_buffer(64 B) + dispatch (spin)".into(), v));
-
-    // The same 64 bytes through a staging belt: a copy in our own command buffer.
+    rows.push((
+        "write_buffer(64 B) + dispatch (spin)".into(),
+        timed(N, &mut || {
+            queue.write_buffer(&args, 0, &[7u8; 64]);
+            queue.submit([dispatch(false)]);
+            spin_until_idle(&device);
+        }),
+    ));
     let mut belt = wgpu::util::StagingBelt::new(device.clone(), 1 << 16);
-    let mut v = Vec::new();
-    for _ in 0..N {
-        let t = Instant::now();
-        let mut enc = device.create_command_encoder(&Default::default());
-        belt.write_buffer(&mut enc, &args, 0, std::num::NonZeroU64::new(64).unwrap())
-            .copy_from_slice(&[7u8; 64]);
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(1, 1, 1);
-        }
-        belt.finish();
-        queue.submit([enc.finish()]);
-        belt.recall();
-        spin_until_idle(&device);
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("staging belt (64 B) + dispatch (spin)".into(), v));
-
+    rows.push((
+        "staging belt (64 B) + dispatch (spin)".into(),
+        timed(N, &mut || {
+            let mut enc = device.create_command_encoder(&Default::default());
+            belt.write_buffer(&mut enc, &args, 0, std::num::NonZeroU64::new(64).unwrap())
+                .copy_from_slice(&[7u8; 64]);
+            pass(&mut enc, 1);
+            belt.finish();
+            queue.submit([enc.finish()]);
+            belt.recall();
+            spin_until_idle(&device);
+        }),
+    ));
     // Error scopes around finishing an encoder (as a checked submission does).
-    let mut v = Vec::new();
-    for _ in 0..N {
-        let t = Instant::now();
-        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let val = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let cb = dispatch(false);
-        let _ = pollster::block_on(val.pop());
-        let _ = pollster::block_on(oom.pop());
-        queue.submit([cb]);
-        spin_until_idle(&device);
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("error scopes + dispatch (spin)".into(), v));
-
-    // Twenty dispatches in one command buffer, spin.
-    let mut v = Vec::new();
-    for _ in 0..N / 4 {
-        let t = Instant::now();
-        let mut enc = device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            for _ in 0..20 {
-                pass.dispatch_workgroups(1, 1, 1);
-            }
-        }
-        queue.submit([enc.finish()]);
-        spin_until_idle(&device);
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("20 dispatches, one command buffer, spin".into(), v));
-
-    // A poll with nothing in flight.
-    let mut v = Vec::new();
-    for _ in 0..N {
-        let t = Instant::now();
-        let _ = device.poll(wgpu::PollType::Poll);
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("poll(Poll), idle".into(), v));
-
-    // Twenty dispatches in one submission (back to back), spin.
-    let mut v = Vec::new();
-    for _ in 0..N / 4 {
-        let t = Instant::now();
-        let cbs: Vec<_> = (0..20).map(|_| dispatch(false)).collect();
-        queue.submit(cbs);
-        spin_until_idle(&device);
-        v.push(us(t.elapsed()));
-    }
-    rows.push(("20 dispatches, one submit, spin".into(), v));
+    rows.push((
+        "error scopes + dispatch (spin)".into(),
+        timed(N, &mut || {
+            let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let val = device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let cb = dispatch(false);
+            let _ = pollster::block_on(val.pop());
+            let _ = pollster::block_on(oom.pop());
+            queue.submit([cb]);
+            spin_until_idle(&device);
+        }),
+    ));
+    rows.push((
+        "20 dispatches, one command buffer, spin".into(),
+        timed(N / 4, &mut || {
+            let mut enc = device.create_command_encoder(&Default::default());
+            pass(&mut enc, 20);
+            queue.submit([enc.finish()]);
+            spin_until_idle(&device);
+        }),
+    ));
+    rows.push((
+        "poll(Poll), idle".into(),
+        timed(N, &mut || {
+            let _ = device.poll(wgpu::PollType::Poll);
+        }),
+    ));
+    rows.push((
+        "20 dispatches, one submit, spin".into(),
+        timed(N / 4, &mut || {
+            let cbs: Vec<_> = (0..20).map(|_| dispatch(false)).collect();
+            queue.submit(cbs);
+            spin_until_idle(&device);
+        }),
+    ));
 
     println!("{:<40} {:>10} {:>10}", "variant", "median", "min");
     for (name, v) in rows {

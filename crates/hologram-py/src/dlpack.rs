@@ -45,6 +45,23 @@ struct DLManagedTensor {
     deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct DLPackVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// DLPack 1.x's managed tensor (what the C exchange table hands over and takes).
+#[repr(C)]
+pub(crate) struct DLManagedTensorVersioned {
+    pub version: DLPackVersion,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    pub flags: u64,
+    pub dl_tensor: DLTensor,
+}
+
 const NAME: &CStr = c"dltensor";
 const USED: &CStr = c"used_dltensor";
 
@@ -129,14 +146,15 @@ impl Export {
     }
 }
 
-unsafe extern "C" fn delete_export(m: *mut DLManagedTensor) {
+/// The deleter of our exports (either kind of managed tensor).
+pub(crate) unsafe extern "C" fn delete_export<T: Managed>(m: *mut T) {
     if m.is_null() {
         return;
     }
-    // SAFETY: `m` and its context were created by `export` with Box::into_raw.
+    // SAFETY: `m` and its context were made by an export with Box::into_raw (`Export::describe`
+    // and the managed tensor's box), and the consumer calls the deleter once.
     unsafe {
-        let ctx = (*m).manager_ctx as *mut Export;
-        drop(Box::from_raw(ctx));
+        drop(Box::from_raw((*m).context() as *mut Export));
         drop(Box::from_raw(m));
     }
 }
@@ -163,7 +181,7 @@ pub fn export<'py>(py: Python<'py>, t: &Tensor) -> PyRes<Bound<'py, PyAny>> {
     let managed = Box::new(DLManagedTensor {
         dl_tensor,
         manager_ctx: ctx as *mut c_void,
-        deleter: Some(delete_export),
+        deleter: Some(delete_export::<DLManagedTensor>),
     });
     let m = Box::into_raw(managed);
     // SAFETY: a new capsule owning `m` (freed by the destructor unless a consumer takes it).
@@ -177,23 +195,27 @@ pub fn export<'py>(py: Python<'py>, t: &Tensor) -> PyRes<Bound<'py, PyAny>> {
     }
 }
 
-/// A DLPack managed tensor (unversioned or versioned): how its producer frees it.
-pub(crate) trait Managed {
-    /// Calls the producer's deleter.
-    ///
-    /// # Safety
-    /// `m` is a valid managed tensor that the caller owns and uses no more.
-    unsafe fn delete(m: *mut Self);
+/// A DLPack managed tensor (unversioned or versioned): its producer's deleter and context.
+pub(crate) trait Managed: Sized {
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
+    fn context(&self) -> *mut c_void;
 }
 
 impl Managed for DLManagedTensor {
-    unsafe fn delete(m: *mut Self) {
-        // SAFETY: the caller's contract: `m` is valid and ours.
-        unsafe {
-            if let Some(d) = (*m).deleter {
-                d(m);
-            }
-        }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+    fn context(&self) -> *mut c_void {
+        self.manager_ctx
+    }
+}
+
+impl Managed for DLManagedTensorVersioned {
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+    fn context(&self) -> *mut c_void {
+        self.manager_ctx
     }
 }
 
@@ -210,8 +232,12 @@ impl<T: Managed> Drop for Import<T> {
         let m = self.0;
         Python::attach(|_| {
             // SAFETY: we own the managed tensor (a consumed capsule's, or one handed to us by
-            // an exchange table) and drop it once.
-            unsafe { T::delete(m) }
+            // an exchange table) and call its deleter once.
+            unsafe {
+                if let Some(d) = (*m).deleter() {
+                    d(m);
+                }
+            }
         });
     }
 }

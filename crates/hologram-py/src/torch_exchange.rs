@@ -14,27 +14,14 @@ use hologram_core::{Executor, Tensor};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::dlpack::{self, DLDataType, DLTensor, Export, Import, Managed};
+use crate::dlpack::{
+    self, delete_export, DLDataType, DLManagedTensorVersioned, DLPackVersion, DLTensor, Export,
+    Import,
+};
 use crate::errors::{to_py, IntoPy, PyRes, ValidationError};
 use crate::executor::{nogil, PyExecutor};
 use crate::plan::PyPlan;
 use crate::tensor::PyTensor;
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct DLPackVersion {
-    major: u32,
-    minor: u32,
-}
-
-#[repr(C)]
-struct DLManagedTensorVersioned {
-    version: DLPackVersion,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-    flags: u64,
-    dl_tensor: DLTensor,
-}
 
 const READ_ONLY: u64 = 1;
 
@@ -61,28 +48,6 @@ struct ExchangeApi {
 }
 
 const CAPSULE: &CStr = c"dlpack_exchange_api";
-
-impl Managed for DLManagedTensorVersioned {
-    unsafe fn delete(m: *mut Self) {
-        // SAFETY: the caller's contract: `m` is valid and ours.
-        unsafe {
-            if let Some(d) = (*m).deleter {
-                d(m);
-            }
-        }
-    }
-}
-
-unsafe extern "C" fn delete_versioned_export(m: *mut DLManagedTensorVersioned) {
-    if m.is_null() {
-        return;
-    }
-    // SAFETY: `m` and its context were made by `export_one` with Box::into_raw.
-    unsafe {
-        drop(Box::from_raw((*m).manager_ctx as *mut Export));
-        drop(Box::from_raw(m));
-    }
-}
 
 /// The layout a kept view was made for: a parameter whose data pointer, shape, strides and
 /// dtype are unchanged is the same memory seen the same way.
@@ -147,6 +112,36 @@ impl PyTorchExchange {
     fn cuda_device(&self) -> Option<i32> {
         (self.exec.backend_type() == hologram_core::BackendType::Cuda)
             .then(|| self.exec.backend().device_ordinal() as i32)
+    }
+
+    /// Makes the executor's later work wait for torch's current stream (CUDA only).
+    fn after_torch(&self) -> PyRes<()> {
+        self.handshake(|i, stream| i.order_after(stream))
+    }
+
+    /// Makes torch's current stream wait for the executor's queued work (CUDA only).
+    fn before_torch(&self) -> PyRes<()> {
+        self.handshake(|i, stream| i.order_before(stream))
+    }
+
+    fn handshake(
+        &self,
+        order: impl FnOnce(&dyn hologram_backends::Interop, u64) -> hologram_backends::Result<()>,
+    ) -> PyRes<()> {
+        match (self.current_stream()?, self.exec.interop()) {
+            (Some(stream), Some(i)) => order(i, stream).map_err(|e| to_py(e.into())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Torch tensors of `ts`, after one handshake (torch waits for our queued work).
+    fn export_many<'a>(
+        &self,
+        py: Python<'_>,
+        ts: impl IntoIterator<Item = &'a Tensor>,
+    ) -> PyRes<Vec<Py<PyAny>>> {
+        self.before_torch()?;
+        ts.into_iter().map(|t| self.export_one(py, t)).collect()
     }
 
     /// Torch's current stream on our device (CUDA only).
@@ -219,18 +214,15 @@ impl PyTorchExchange {
                 "the tensor's memory is read-only; pass a copy",
             ));
         }
-        let (cpu, cuda) = match self.cuda_device() {
-            Some(_) => (&self.exec, Some(&self.exec)),
-            None => (&self.exec, None),
-        };
-        if self.cuda_device().is_some() && dl.device.device_type != dlpack::CUDA {
+        let cuda = self.cuda_device().map(|_| &self.exec);
+        if cuda.is_some() && dl.device.device_type != dlpack::CUDA {
             return Err(ValidationError::new_err(
                 "a host tensor given to a CUDA executor's exchange",
             ));
         }
         // SAFETY: the producer's DLTensor, kept allocated by `owner` (its deleter runs when
         // the imported memory is dropped).
-        unsafe { dlpack::import_dl(dl, Box::new(owner), cpu, cuda) }
+        unsafe { dlpack::import_dl(dl, Box::new(owner), &self.exec, cuda) }
     }
 
     /// A torch tensor of Hologram tensor `t` (zero-copy; `t`'s storage stays alive with it).
@@ -248,7 +240,7 @@ impl PyTorchExchange {
         let m = Box::into_raw(Box::new(DLManagedTensorVersioned {
             version: DLPackVersion { major: 1, minor: 1 },
             manager_ctx: ctx as *mut c_void,
-            deleter: Some(delete_versioned_export),
+            deleter: Some(delete_export::<DLManagedTensorVersioned>),
             flags: 0,
             dl_tensor,
         }));
@@ -258,7 +250,7 @@ impl PyTorchExchange {
         unsafe {
             if f(m, &mut out) != 0 || out.is_null() {
                 let err = PyErr::fetch(py);
-                delete_versioned_export(m);
+                delete_export(m);
                 return Err(err);
             }
             Ok(Bound::from_owned_ptr(py, out as *mut ffi::PyObject).unbind())
@@ -312,12 +304,7 @@ impl PyTorchExchange {
     /// Hologram views of torch tensors `xs`; on CUDA the executor's later work first waits for
     /// torch's current stream (one handshake for the batch). Parameters' views are kept.
     fn import_all(&self, py: Python<'_>, xs: Vec<Bound<'_, PyAny>>) -> PyRes<Vec<PyTensor>> {
-        if let Some(stream) = self.current_stream()? {
-            let exec = self.exec.clone();
-            exec.interop()
-                .map_or(Ok(()), |i| i.order_after(stream))
-                .map_err(|e| to_py(e.into()))?;
-        }
+        self.after_torch()?;
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::with_capacity(xs.len());
         for (k, x) in xs.iter().enumerate() {
@@ -375,16 +362,7 @@ impl PyTorchExchange {
         clock.lap(2);
         drop(inputs);
         clock.lap(3);
-        if let Some(stream) = self.current_stream()? {
-            self.exec
-                .interop()
-                .map_or(Ok(()), |i| i.order_before(stream))
-                .map_err(|e| to_py(e.into()))?;
-        }
-        let outs = outs
-            .iter()
-            .map(|t| self.export_one(py, t))
-            .collect::<PyRes<Vec<_>>>()?;
+        let outs = self.export_many(py, &outs)?;
         clock.lap(4);
         Ok(Some((k, outs)))
     }
@@ -404,12 +382,6 @@ impl PyTorchExchange {
     /// Torch tensors of Hologram tensors `ts`; on CUDA torch's current stream first waits for
     /// the executor's queued work (one handshake for the batch).
     fn export_all(&self, py: Python<'_>, ts: Vec<PyRef<'_, PyTensor>>) -> PyRes<Vec<Py<PyAny>>> {
-        if let Some(stream) = self.current_stream()? {
-            self.exec
-                .interop()
-                .map_or(Ok(()), |i| i.order_before(stream))
-                .map_err(|e| to_py(e.into()))?;
-        }
-        ts.iter().map(|t| self.export_one(py, &t.t)).collect()
+        self.export_many(py, ts.iter().map(|t| &t.t))
     }
 }

@@ -107,6 +107,14 @@ fn storage_entry(binding: u32, read_only: bool, dynamic: bool) -> ::wgpu::BindGr
     }
 }
 
+/// The blocks a lane may run before it reports a timeout (`None`: no limit), from the launch's
+/// timeout.
+fn budget_blocks(config: &LaunchConfig) -> Option<u64> {
+    config
+        .effective_timeout()
+        .map(|t| (t.as_secs_f64() * crate::launch::WGPU_BLOCKS_PER_SECOND as f64).ceil() as u64)
+}
+
 /// Dispatch dimensions and the folding words of the argument header.
 fn dispatch_dims(config: &LaunchConfig, max: u32, kernel: &Kernel) -> Result<([u32; 3], u32)> {
     if config.grid.iter().all(|&d| d <= max) {
@@ -210,10 +218,7 @@ fn bind_args<'a>(
     words[..3].copy_from_slice(&config.grid);
     words[3] = fold.0;
     words[4] = fold.1 as u32;
-    let blocks = config
-        .effective_timeout()
-        .map(|t| (t.as_secs_f64() * crate::launch::WGPU_BLOCKS_PER_SECOND as f64).ceil() as u64);
-    words[6..8].copy_from_slice(&codegen::timeout_budget(blocks));
+    words[6..8].copy_from_slice(&codegen::timeout_budget(budget_blocks(config)));
     let mut buffers = Vec::new();
     let mut lens = vec![0u64; kernel.params.len()];
     for (i, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
@@ -347,9 +352,7 @@ fn may_fault(
     if generated.loop_canary {
         return true;
     }
-    let budget = config
-        .effective_timeout()
-        .map(|t| (t.as_secs_f64() * crate::launch::WGPU_BLOCKS_PER_SECOND as f64).ceil() as u64);
+    let budget = budget_blocks(config);
     if !config.bounds_checks() {
         // No access is tested, so none reports; only the budget could.
         return budget.is_some_and(|b| b < checks.max_blocks);

@@ -209,26 +209,37 @@ impl WorkQueue {
             self.wait_locked(gpu, &mut st)?;
             at = 0;
         }
-        if let Some(&kept) = st.kept.get(words) {
-            let offsets = [(st.launches.len() as u64 * self.stride) as u32, kept as u32];
-            self.recorded(gpu, &mut st, launch, record, &offsets);
-            return Ok(());
+        let args_at = self.place_words(gpu, &mut st, words, at);
+        let offsets = [
+            (st.launches.len() as u64 * self.stride) as u32,
+            args_at as u32,
+        ];
+        record(encoder(gpu, &mut st), &offsets);
+        st.recorded += 1;
+        st.launches.push(launch);
+        if st.recorded >= SUBMIT_AT {
+            self.submit_locked(gpu, &mut st);
         }
+        Ok(())
+    }
+
+    /// Where a launch's argument words are bound: where the same words were kept, else kept
+    /// now (written once, staged ahead of this batch's submission) while the kept space has
+    /// room, else at ring offset `at` (written with the batch).
+    fn place_words(&self, gpu: &Gpu, st: &mut State, words: &[u32], at: u64) -> u64 {
+        if let Some(&kept) = st.kept.get(words) {
+            return kept;
+        }
+        let bytes = 4 * words.len() as u64;
         let kept_at = st.kept_end.div_ceil(self.align) * self.align;
         if kept_at + bytes <= ARGS_KEPT_BYTES {
-            // Written once, before the submission of this batch (staged writes go first).
             let offset = ARGS_RING_BYTES + kept_at;
             gpu.queue
                 .write_buffer(&self.args, offset, bytemuck::cast_slice(words));
             st.writes_pending = true;
             st.kept_end = kept_at + bytes;
             st.kept.insert(words.to_vec(), offset);
-            let offsets = [
-                (st.launches.len() as u64 * self.stride) as u32,
-                offset as u32,
-            ];
-            self.recorded(gpu, &mut st, launch, record, &offsets);
-            return Ok(());
+            return offset;
         }
         if st.args_pending.is_empty() {
             st.args_pending_at = at;
@@ -239,26 +250,7 @@ impl WorkQueue {
         }
         st.args_pending.extend_from_slice(words);
         st.args_end = at + bytes;
-        let offsets = [(st.launches.len() as u64 * self.stride) as u32, at as u32];
-        self.recorded(gpu, &mut st, launch, record, &offsets);
-        Ok(())
-    }
-
-    /// Records a launch whose argument words are at `offsets[1]` into the batch.
-    fn recorded(
-        &self,
-        gpu: &Gpu,
-        st: &mut State,
-        launch: QueuedLaunch,
-        record: impl FnOnce(&mut ::wgpu::CommandEncoder, &[u32; 2]),
-        offsets: &[u32; 2],
-    ) {
-        record(encoder(gpu, st), offsets);
-        st.recorded += 1;
-        st.launches.push(launch);
-        if st.recorded >= SUBMIT_AT {
-            self.submit_locked(gpu, st);
-        }
+        at
     }
 
     /// Queues device work that reports no error (a copy between buffers).

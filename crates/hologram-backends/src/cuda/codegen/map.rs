@@ -158,30 +158,25 @@ pub(crate) fn generate(
     // The fast path needs every lane of the thread inside every buffer it touches at %gid;
     // gathered loads (a broadcast operand) keep their own checks there.
     out.push_str("  hg_u64 hg_safe = hg_limit;\n");
-    let mut at_gid_params: Vec<u32> = body.iter().filter_map(|i| at_gid(kernel, &i.op)).collect();
-    at_gid_params.sort_unstable();
-    at_gid_params.dedup();
+    // Buffers read or written at %gid (the fast path's bounds, and its vector accesses).
+    let mut vector_params: Vec<u32> = body
+        .iter()
+        .filter_map(|i| at_gid(kernel, &i.op))
+        .filter(|p| {
+            kernel
+                .params
+                .get(*p as usize)
+                .is_some_and(|p| p.is_buffer())
+        })
+        .collect();
+    vector_params.sort_unstable();
+    vector_params.dedup();
     if opts.bounds_checks {
-        for p in &at_gid_params {
-            if matches!(
-                kernel.params.get(*p as usize).map(|p| p.kind),
-                Some(ParamKind::Buffer { .. })
-            ) {
-                let _ = writeln!(out, "  if (n{p} < hg_safe) hg_safe = n{p};");
-            }
+        for p in &vector_params {
+            let _ = writeln!(out, "  if (n{p} < hg_safe) hg_safe = n{p};");
         }
     }
     // Vector accesses when every buffer read or written at %gid is aligned to four elements.
-    let vector_params: Vec<u32> = at_gid_params
-        .iter()
-        .copied()
-        .filter(|p| {
-            matches!(
-                kernel.params.get(*p as usize).map(|p| p.kind),
-                Some(ParamKind::Buffer { .. })
-            )
-        })
-        .collect();
     let aligned: Vec<String> = vector_params
         .iter()
         .map(|p| format!("hg_al4(p{p})"))

@@ -21,7 +21,7 @@
 use std::fmt::Write;
 
 use hologram_compiler::patterns::{recognize_map, MapPattern};
-use hologram_isa::{Kernel, ParamKind};
+use hologram_isa::Kernel;
 
 use super::{param_word, types, CodegenError, Gen, LOOP_CANARY};
 
@@ -62,10 +62,10 @@ impl MapChecks {
             .chain(&m.outputs)
             .copied()
             .filter(|p| {
-                matches!(
-                    kernel.params.get(*p as usize).map(|p| p.kind),
-                    Some(ParamKind::Buffer { .. })
-                )
+                kernel
+                    .params
+                    .get(*p as usize)
+                    .is_some_and(|p| p.is_buffer())
             })
             .collect();
         MapChecks {
@@ -164,17 +164,13 @@ pub(crate) fn main_function(g: &mut Gen<'_>, pattern: &MapPattern) -> Result<Str
     }
     m.push_str("    var hg_safe = hg_limit;\n");
     if g.opts.bounds_checks {
-        for p in pattern.inputs.iter().chain(&pattern.outputs) {
-            if matches!(
-                k.params.get(*p as usize).map(|p| p.kind),
-                Some(ParamKind::Buffer { .. })
-            ) {
-                let _ = writeln!(
-                    m,
-                    "    hg_safe = min(hg_safe, hg_args[{}]);",
-                    param_word(*p) + 1
-                );
-            }
+        // The same buffers the launcher's host-side proof reads (`MapChecks::cannot_fault`).
+        for p in MapChecks::of(k, pattern).buffers {
+            let _ = writeln!(
+                m,
+                "    hg_safe = min(hg_safe, hg_args[{}]);",
+                param_word(p) + 1
+            );
         }
     }
     let last = LANES - 1;
