@@ -179,3 +179,55 @@ fn short_buffers_report_the_generic_forms_error() {
         "{err}"
     );
 }
+
+/// Launches the launcher proves in bounds run the module without the in-bounds tests and have
+/// no error slot to read back (`codegen/dedicated_checks.rs`); one that is not proved, among
+/// them, runs the checked module and is still reported once, with its own kernel's error, and
+/// the proved ones after it run clean.
+#[test]
+fn a_short_launch_among_proved_ones_is_reported_once() {
+    let Some(b) = backend() else { return };
+    let k = b.compile(&sum_block()).expect("compile");
+    let upload = |v: &[f32]| {
+        let m = b.allocate(4 * v.len()).expect("allocate");
+        b.copy_in(&m, 0, bytemuck::cast_slice(v)).expect("copy in");
+        m
+    };
+    let x = upload(&vec![1.0f32; 3 * 4096]);
+    let (fits, short) = (upload(&[0.0; 3]), upload(&[0.0; 2]));
+    let launch = |out: &hologram_backends::Memory| {
+        let mut args = vec![
+            KernelArg::Buffer(BufferArg::whole(x.clone())),
+            KernelArg::Buffer(BufferArg::whole(out.clone())),
+        ];
+        args.extend([u(0), u(3 * 4096), u(3), u(4096)]);
+        b.launch(&k, &LaunchConfig::linear(3, 256), &args)
+    };
+    for round in 0..2 {
+        let before = b.stats().compiles;
+        launch(&fits).expect("queue");
+        if round == 0 {
+            // The proved launch builds the module without the in-bounds tests, the short one
+            // the module with them.
+            assert_eq!(b.stats().compiles, before + 1);
+            launch(&short).expect("queue");
+            assert_eq!(b.stats().compiles, before + 2);
+        }
+        launch(&fits).expect("queue");
+        let got = b.synchronize();
+        if round == 0 {
+            match got {
+                Err(BackendError::OutOfBounds {
+                    array, index, len, ..
+                }) => assert_eq!((array.as_str(), index, len), ("out", 2, 2)),
+                other => panic!("{other:?}"),
+            }
+        } else {
+            got.expect("the proved launches after the fault run clean");
+        }
+    }
+    let mut sums = [0f32; 3];
+    b.copy_out(&fits, 0, bytemuck::cast_slice_mut(&mut sums))
+        .expect("copy out");
+    assert_eq!(sums, [4096.0; 3]);
+}

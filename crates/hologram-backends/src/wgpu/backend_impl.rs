@@ -8,6 +8,7 @@ use hologram_compiler::Canonical;
 use hologram_isa::Kernel;
 
 use super::adapter::{AdapterOptions, Api};
+use super::codegen::dedicated_checks::DedicatedChecks;
 use super::codegen::{self, CodegenError, CodegenOptions};
 use super::device::Gpu;
 use super::gemm::GemmPipelines;
@@ -64,6 +65,38 @@ struct WgpuKernel {
     vector_map: bool,
     /// A reduction or row template with a dedicated WGSL form (`codegen/dedicated.rs`).
     dedicated: Option<codegen::dedicated::Dedicated>,
+    /// What the launcher proves a dedicated launch in bounds from (generated at its first
+    /// launch; `None` inside: no proof, every launch runs the checked module).
+    proof: std::sync::OnceLock<Option<DedicatedChecks>>,
+}
+
+impl WgpuKernel {
+    /// True when the dedicated launch with options `opts` (its form, bounds checks on) is
+    /// proved in bounds for `config` and `args`: every workgroup's own in-bounds test would
+    /// pass, so the module generated without the tests computes the same.
+    fn proved_in_bounds(
+        &self,
+        opts: &CodegenOptions,
+        config: &LaunchConfig,
+        args: &[KernelArg],
+    ) -> bool {
+        let proof = self.proof.get_or_init(|| {
+            let unchecked = CodegenOptions {
+                bounds_checks: false,
+                proven: true,
+                ..opts.clone()
+            };
+            codegen::generate(&self.kernel, &unchecked)
+                .ok()
+                .and_then(|g| g.dedicated_checks)
+        });
+        let Some(proof) = proof else { return false };
+        let len = |p: u32| match (self.kernel.params.get(p as usize), args.get(p as usize)) {
+            (Some(param), Some(KernelArg::Buffer(b))) => (b.len / param.ty().size_bytes()) as u64,
+            _ => 0,
+        };
+        launch::with_proof_view(config, args, &len, |l| proof.in_bounds(l))
+    }
 }
 
 /// `HOLOGRAM_WGPU_DEDICATED=0` launches reductions and row kernels in their generic form (for
@@ -332,6 +365,7 @@ impl Backend for WgpuBackend {
                 digest: canonical.digest(),
                 vector_map,
                 dedicated,
+                proof: std::sync::OnceLock::new(),
             }),
         ))
     }
@@ -376,11 +410,22 @@ impl Backend for WgpuBackend {
         }
         if let Some(d) = k.dedicated.filter(|d| d.fits(kern, config.block)) {
             opts = d.options(opts);
+            if opts.bounds_checks && k.proved_in_bounds(&opts, config, args) {
+                // Every workgroup's in-bounds test would pass: the module without the tests
+                // (and without the generic fallback they guard) computes the same, faster.
+                opts.bounds_checks = false;
+                opts.proven = true;
+            }
         }
         let key = pipeline_cache::key(&k.digest, &self.target, &opts);
         let pipeline = self.cache.get_or_build(key, || {
             let generated = generate(kern, &opts, &self.gpu.info.name)?;
-            launch::build_pipeline(&self.gpu, kern, generated, opts.bounds_checks)
+            launch::build_pipeline(
+                &self.gpu,
+                kern,
+                generated,
+                opts.bounds_checks || opts.proven,
+            )
         })?;
         if opts.dedicated.is_some() {
             self.library_launches.fetch_add(1, Ordering::Relaxed);

@@ -15,7 +15,9 @@ use crate::backend::{KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
 /// Builds the compute pipeline for generated WGSL. `checked`: the WGSL checks every access
-/// itself (the launch's bounds checks are on), so wgpu need not add its own index clamps.
+/// itself (the launch's bounds checks are on), or the launcher proved every access of the
+/// launches that use it in bounds (`CodegenOptions::proven`), so wgpu need not add its own
+/// index clamps.
 pub(crate) fn build_pipeline(
     gpu: &Gpu,
     kernel: &Kernel,
@@ -55,7 +57,10 @@ pub(crate) fn build_pipeline(
                 // (`codegen/inst.rs`, `checked`); the argument and error words are read at
                 // constant indices inside their bindings, and the call stack's index is bounded
                 // by the kernel's validated call depth. wgpu's own clamps would only repeat
-                // those tests.
+                // those tests. A proven module (a dedicated form without its tests) is used
+                // only for launches whose every workgroup the launcher showed passes the test
+                // the checked module makes (`DedicatedChecks::in_bounds`), from the same
+                // argument words.
                 unsafe { gpu.device.create_shader_module_trusted(desc, checks) }
             } else {
                 gpu.device.create_shader_module(desc)
@@ -338,7 +343,9 @@ pub(crate) fn run(
 
 /// False when the launch provably cannot report an error: a 4-lane map whose lanes all lie
 /// inside every buffer it accesses (or that runs without checks), with the budget for its
-/// blocks and no loop-cut canary. Its error slot then needs no read-back at the next wait.
+/// blocks and no loop-cut canary; or a dedicated reduction or row kernel whose every
+/// workgroup passes its in-bounds test and whose loops stay under any driver's limiter
+/// (`DedicatedChecks`). Its error slot then needs no read-back at the next wait.
 fn may_fault(
     generated: &Generated,
     config: &LaunchConfig,
@@ -346,6 +353,10 @@ fn may_fault(
     lanes: u64,
     lens: &[u64],
 ) -> bool {
+    if let Some(checks) = &generated.dedicated_checks {
+        let len = |p: u32| lens.get(p as usize).copied().unwrap_or(0);
+        return !with_proof_view(config, args, &len, |l| checks.cannot_fault(l));
+    }
     let Some(checks) = &generated.map_checks else {
         return true;
     };
@@ -364,6 +375,26 @@ fn may_fault(
     });
     let len_of = |p: u32| lens.get(p as usize).copied().unwrap_or(0);
     !checks.cannot_fault(lanes, bound_value, len_of, budget)
+}
+
+/// `f` of the launch as the dedicated kernels' proofs see it: the grid, the low word of each
+/// scalar argument (what the device reads for a `u32`) and `len`, each buffer's elements.
+pub(crate) fn with_proof_view<R>(
+    config: &LaunchConfig,
+    args: &[KernelArg],
+    len: &dyn Fn(u32) -> u64,
+    f: impl FnOnce(&codegen::dedicated_checks::Launch<'_>) -> R,
+) -> R {
+    let scalar = |p: u32| match args.get(p as usize) {
+        Some(KernelArg::Scalar(v)) => Some(v.to_bits() as u32),
+        _ => None,
+    };
+    f(&codegen::dedicated_checks::Launch {
+        grid: config.grid,
+        block_lanes: config.block_lanes(),
+        scalar: &scalar,
+        len,
+    })
 }
 
 /// The launch's bind group (cached by the buffers it binds, see `bind_groups.rs`) and its
@@ -564,6 +595,7 @@ pub(crate) fn options(gpu: &Gpu, config: &LaunchConfig) -> CodegenOptions {
         vector_map: false,
         subgroups: gpu.features.contains(::wgpu::Features::SUBGROUP),
         dedicated: None,
+        proven: false,
     }
 }
 

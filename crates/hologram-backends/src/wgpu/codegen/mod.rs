@@ -35,6 +35,7 @@ mod bitcast;
 mod blocks;
 mod convert;
 pub mod dedicated;
+pub mod dedicated_checks;
 mod fma;
 mod fold;
 mod inst;
@@ -109,6 +110,11 @@ pub struct CodegenOptions {
     /// reduction or row kernel written from its pattern, with the generic code kept for the
     /// workgroups it cannot prove in bounds.
     pub dedicated: Option<dedicated::Dedicated>,
+    /// The launcher proved every access of the launch in bounds
+    /// ([`dedicated_checks::DedicatedChecks::in_bounds`]): the dedicated form is generated
+    /// without its in-bounds tests and generic fallback (`bounds_checks` is off), and its
+    /// module is built without wgpu's clamps, as a checked module is.
+    pub proven: bool,
 }
 
 impl CodegenOptions {
@@ -124,15 +130,17 @@ impl CodegenOptions {
             vector_map: false,
             subgroups: false,
             dedicated: None,
+            proven: false,
         }
     }
 
     /// A stable text form, for pipeline cache keys.
     pub fn key(&self) -> String {
         format!(
-            "wgsl-v1;block={:?};checks={};i64={};f64={};a64={};map4={};sg={};ded={:?}",
+            "wgsl-v1;block={:?};checks={};proven={};i64={};f64={};a64={};map4={};sg={};ded={:?}",
             self.block,
             self.bounds_checks,
+            self.proven,
             self.int64,
             self.float64,
             self.int64_atomics,
@@ -184,6 +192,9 @@ pub struct Generated {
     pub map_checks: Option<map::MapChecks>,
     /// `main` ends with the loop-cut canary (the launch may report a cut on drivers that cut).
     pub loop_canary: bool,
+    /// For a dedicated reduction or row kernel: what the launcher proves a launch cannot
+    /// fault from (see [`dedicated_checks`]).
+    pub dedicated_checks: Option<dedicated_checks::DedicatedChecks>,
 }
 
 /// The argument-buffer word holding parameter `p`'s first slot.
@@ -232,6 +243,7 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
     let dedicated = opts
         .dedicated
         .filter(|d| map.is_none() && d.fits(kernel, opts.block));
+    let mut dedicated_checks = None;
     let main = match (&map, &dedicated) {
         (Some(m), _) => map::main_function(&mut g, m)?,
         (None, Some(d)) => {
@@ -239,6 +251,11 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
             // form cannot prove in bounds: they report errors exactly as the generic form does.
             let (generic, call) = g.generic_main(Some("hg_generic"));
             let fast = dedicated::main_function(&mut g, d, &call)?;
+            let helpers_loop = prelude::resolve(&fast, &libraries)
+                .iter()
+                .any(|h| h.text.contains("loop {"));
+            dedicated_checks =
+                dedicated_checks::DedicatedChecks::of(kernel, d, opts.bounds_checks, helpers_loop);
             format!("{generic}{fast}")
         }
         _ => g.generic_main(None).0,
@@ -279,6 +296,7 @@ pub fn generate(kernel: &Kernel, opts: &CodegenOptions) -> Result<Generated, Cod
         dedicated: dedicated.is_some(),
         map_checks: map.as_ref().map(|m| map::MapChecks::of(kernel, m)),
         loop_canary: g.canary,
+        dedicated_checks,
     })
 }
 

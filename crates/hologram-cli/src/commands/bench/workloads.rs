@@ -44,7 +44,8 @@ mod wgpu_profile {
             let waits = d.waits.max(1) as f64;
             let us = |t: std::time::Duration| t.as_secs_f64() * 1e6 / waits;
             Some(format!(
-                "; per run: launch {:.1} us, submit {:.1} us, GPU wait {:.1} us, error read {:.1} us",
+                "; per run: {:.1} launches {:.1} us, submit {:.1} us, GPU wait {:.1} us, error read {:.1} us",
+                d.launches as f64 / waits,
                 us(d.launch),
                 us(d.submit),
                 us(d.gpu_wait),
@@ -87,8 +88,29 @@ fn pair(exec: &Executor, n: usize) -> Result<(Tensor, Tensor), CliError> {
     Ok((a, b))
 }
 
-/// Runs one case.
+/// Runs one case; on wgpu backends the note of a tensor case ends with where a run's host time
+/// went (see [`wgpu_profile::split`]).
 pub fn run(exec: &Executor, budget: &Budget, case: Case) -> Result<Outcome, CliError> {
+    let split = matches!(
+        case,
+        Case::Add(_) | Case::Sigmoid(_) | Case::Chain(_) | Case::Sum(_) | Case::Softmax(_)
+    );
+    let profile = wgpu_profile::start();
+    let mut outcome = run_case(exec, budget, case)?;
+    if split {
+        if let Some(split) = wgpu_profile::split(exec, profile) {
+            let split = if outcome.note.is_empty() {
+                split.trim_start_matches("; ")
+            } else {
+                &split
+            };
+            outcome.note.push_str(split);
+        }
+    }
+    Ok(outcome)
+}
+
+fn run_case(exec: &Executor, budget: &Budget, case: Case) -> Result<Outcome, CliError> {
     match case {
         Case::Add(n) => {
             let (a, b) = pair(exec, n)?;
