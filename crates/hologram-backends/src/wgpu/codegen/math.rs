@@ -227,40 +227,35 @@ fn hg_scalbn(x: f32, n0: i32) -> f32 {
     Helper {
         name: "hg_exp",
         deps: &["hg_scalbn", "hg_isnan", "hg_f32dd"],
-        text: r#"// e^x (after FreeBSD's e_expf.c; hi and lo shielded from reassociation).
+        text: r#"// e^x (after FreeBSD's e_expf.c; hi and lo shielded from reassociation), branch-free.
 fn hg_exp(x0: f32) -> f32 {
-    var x = x0;
-    let hx0 = bitcast<u32>(x);
+    // Every path is computed and the result selected, without branches: rows of exponentials
+    // (softmax) then overlap their evaluations instead of running them one after another.
+    let hx0 = bitcast<u32>(x0);
+    let neg = (hx0 >> 31u) != 0u;
     let sign = i32(hx0 >> 31u);
     let hx = hx0 & 0x7fffffffu;
-    if (hx >= 0x42aeac50u) {
-        if (hx > 0x7f800000u) { return x; }
-        if (hx >= 0x42b17218u && sign == 0) { return bitcast<f32>(0x7f800000u ^ hg_zero); }
-        if (sign != 0 && hx >= 0x42cff1b5u) { return 0.0; }
-    }
-    var k = 0;
-    var hi = 0.0;
-    var lo = 0.0;
-    if (hx > 0x3eb17218u) {
-        if (hx > 0x3f851592u) {
-            k = i32(1.4426950216 * x + select(0.5, -0.5, sign != 0));
-        } else {
-            k = 1 - sign - sign;
-        }
-        let kf = f32(k);
-        hi = hg_o(x - hg_o(kf * 6.9314575195e-01));
-        lo = hg_o(kf * 1.4286067653e-06);
-        x = hi - lo;
-    } else if (hx > 0x39000000u) {
-        hi = x;
-    } else {
-        return 1.0 + x;
-    }
+    // |x| > ln2 / 2: x = k ln2 + hi - lo.
+    let reduce = hx > 0x3eb17218u;
+    let kbig = i32(1.4426950216 * x0 + select(0.5, -0.5, neg));
+    let k = select(0, select(1 - sign - sign, kbig, hx > 0x3f851592u), reduce);
+    let kf = f32(k);
+    let hi_r = hg_o(x0 - hg_o(kf * 6.9314575195e-01));
+    let lo_r = hg_o(kf * 1.4286067653e-06);
+    let hi = select(x0, hi_r, reduce);
+    let lo = select(0.0, lo_r, reduce);
+    let x = select(x0, hi_r - lo_r, reduce);
     let xx = x * x;
     let c = x - xx * (1.6666625440e-1 + xx * -2.7667332906e-3);
     let y = 1.0 + (x * c / (2.0 - c) - lo + hi);
-    if (k == 0) { return y; }
-    return hg_scalbn(y, k);
+    // 2^0 scales exactly: k == 0 needs no case of its own.
+    var r = hg_scalbn(y, k);
+    // |x| <= 2^-13: 1 + x.
+    r = select(r, 1.0 + x0, hx <= 0x39000000u);
+    // Overflow, underflow, NaN (in the order the branches of e_expf.c test them).
+    r = select(r, 0.0, neg && hx >= 0x42cff1b5u);
+    r = select(r, bitcast<f32>(0x7f800000u ^ hg_zero), !neg && hx >= 0x42b17218u);
+    return select(r, x0, hx > 0x7f800000u);
 }
 "#,
     },
