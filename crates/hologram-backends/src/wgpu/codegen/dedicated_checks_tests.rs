@@ -6,16 +6,18 @@
 use super::*;
 use hologram_compiler::patterns::reduce_templates::Combine;
 use hologram_compiler::patterns::softmax_templates::RowOp;
+use proptest::prelude::Rng as _;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 
-/// xorshift64*: reproducible random launches without a dependency.
-struct Rng(u64);
+/// Reproducible random launches (proptest's deterministic generator).
+struct Rng(TestRng);
 
 impl Rng {
+    fn new() -> Rng {
+        Rng(TestRng::deterministic_rng(RngAlgorithm::ChaCha))
+    }
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0.next_u64()
     }
     /// Mostly small values, sometimes ones near the 32-bit limit.
     fn value(&mut self, small: u64) -> u32 {
@@ -24,6 +26,21 @@ impl Rng {
             1 => 0,
             _ => (self.next() % small) as u32,
         }
+    }
+}
+
+/// The checks of a reduction template with bounds checks on.
+fn reduction(kind: ReduceKind, combine: Combine) -> DedicatedChecks {
+    let p = ReducePattern {
+        kind,
+        combine,
+        storage: Type::F32,
+        acc: Type::F32,
+        out: Type::F32,
+    };
+    DedicatedChecks {
+        form: reduce_form(&p),
+        checked: true,
     }
 }
 
@@ -76,7 +93,7 @@ fn rows_device_safe(
 
 #[test]
 fn a_rows_launch_proved_safe_has_every_workgroup_in_bounds() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new();
     let mut proved = 0;
     for case in 0..20_000 {
         let backward = case % 2 == 1;
@@ -158,18 +175,8 @@ fn block_device_safe(
 
 #[test]
 fn a_block_reduction_proved_safe_has_every_workgroup_in_bounds() {
-    let mut rng = Rng(0x1234_5678_9abc_def1);
-    let p = ReducePattern {
-        kind: ReduceKind::Block { index_input: false },
-        combine: Combine::Sum,
-        storage: Type::F32,
-        acc: Type::F32,
-        out: Type::F32,
-    };
-    let checks = DedicatedChecks {
-        form: reduce_form(&p),
-        checked: true,
-    };
+    let mut rng = Rng::new();
+    let checks = reduction(ReduceKind::Block { index_input: false }, Combine::Sum);
     let mut proved = 0;
     for case in 0..20_000 {
         let (off, rlen) = (rng.value(100), rng.value(5000));
@@ -211,18 +218,8 @@ fn lane_device_safe(gid: u32, off: u32, rlen: u32, inner: u32, n: u32, x: u32, o
 
 #[test]
 fn a_lane_reduction_proved_safe_has_every_lane_in_bounds() {
-    let mut rng = Rng(0x0bad_cafe_f00d_d00d);
-    let p = ReducePattern {
-        kind: ReduceKind::Lane,
-        combine: Combine::Max,
-        storage: Type::F32,
-        acc: Type::F32,
-        out: Type::F32,
-    };
-    let checks = DedicatedChecks {
-        form: reduce_form(&p),
-        checked: true,
-    };
+    let mut rng = Rng::new();
+    let checks = reduction(ReduceKind::Lane, Combine::Max);
     let mut proved = 0;
     for case in 0..20_000 {
         let (off, rlen, inner) = (rng.value(100), rng.value(40), rng.value(30).max(1));
@@ -303,17 +300,7 @@ fn the_library_launches_are_proved_and_overlong_loops_are_not() {
     ));
 
     // A whole-tensor sum of 2^26 elements in chunks of 2^16, then the sum of the partials.
-    let p = ReducePattern {
-        kind: ReduceKind::Block { index_input: false },
-        combine: Combine::Sum,
-        storage: Type::F32,
-        acc: Type::F32,
-        out: Type::F32,
-    };
-    let block = DedicatedChecks {
-        form: reduce_form(&p),
-        checked: true,
-    };
+    let block = reduction(ReduceKind::Block { index_input: false }, Combine::Sum);
     let s = [(2, 0), (3, 1 << 26), (4, 1 << 10), (5, 1 << 16)];
     let l = [(0, 1u64 << 26), (1, 1 << 10)];
     assert!(proves(&block, [1 << 10, 1, 1], BLOCK.into(), &s, &l));
@@ -322,8 +309,8 @@ fn the_library_launches_are_proved_and_overlong_loops_are_not() {
     assert!(proves(&block, [1, 1, 1], BLOCK.into(), &s, &l));
     // Generated without bounds checks: only the loops count.
     let unchecked = DedicatedChecks {
-        form: reduce_form(&p),
         checked: false,
+        ..block.clone()
     };
     assert!(proves(
         &unchecked,
