@@ -237,7 +237,10 @@ fn hg_exp(x0: f32) -> f32 {
     let hx = hx0 & 0x7fffffffu;
     // |x| > ln2 / 2: x = k ln2 + hi - lo.
     let reduce = hx > 0x3eb17218u;
-    let kbig = i32(1.4426950216 * x0 + select(0.5, -0.5, neg));
+    // Past |x| = 104 (and for NaN) the result is selected below; the conversion still runs,
+    // so it gets an argument in range (an out-of-range f32 -> i32 is undefined in SPIR-V).
+    let xk = select(0.0, x0, hx < 0x42d00000u);
+    let kbig = i32(1.4426950216 * xk + select(0.5, -0.5, neg));
     let k = select(0, select(1 - sign - sign, kbig, hx > 0x3f851592u), reduce);
     let kf = f32(k);
     let hi_r = hg_o(x0 - hg_o(kf * 6.9314575195e-01));
