@@ -91,10 +91,7 @@ impl WgpuKernel {
                 .and_then(|g| g.dedicated_checks)
         });
         let Some(proof) = proof else { return false };
-        let len = |p: u32| match (self.kernel.params.get(p as usize), args.get(p as usize)) {
-            (Some(param), Some(KernelArg::Buffer(b))) => (b.len / param.ty().size_bytes()) as u64,
-            _ => 0,
-        };
+        let len = |p: u32| launch::buffer_elems(&self.kernel, args, p);
         launch::with_proof_view(config, args, &len, |l| proof.in_bounds(l))
     }
 }

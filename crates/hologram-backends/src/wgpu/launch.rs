@@ -232,7 +232,8 @@ fn bind_args<'a>(
             (ParamKind::Buffer { elem, .. }, KernelArg::Buffer(b)) => {
                 let mem = WgpuMemory::of(&b.memory, owner)?;
                 let size = elem.size_bytes();
-                let (off, len) = (b.offset / size, b.len / size);
+                let off = b.offset / size;
+                let len = buffer_elems(kernel, args, i as u32) as usize;
                 if off + len > u32::MAX as usize {
                     return Err(bad(format!(
                         "buffer '{}' reaches element {}; the wgpu backend addresses at most 2^32 elements",
@@ -375,6 +376,16 @@ fn may_fault(
     });
     let len_of = |p: u32| lens.get(p as usize).copied().unwrap_or(0);
     !checks.cannot_fault(lanes, bound_value, len_of, budget)
+}
+
+/// Elements of buffer argument `p` (the length word the device reads); 0 for anything else.
+pub(crate) fn buffer_elems(kernel: &Kernel, args: &[KernelArg], p: u32) -> u64 {
+    match (kernel.params.get(p as usize), args.get(p as usize)) {
+        (Some(param), Some(KernelArg::Buffer(b))) if param.is_buffer() => {
+            (b.len / param.ty().size_bytes()) as u64
+        }
+        _ => 0,
+    }
 }
 
 /// `f` of the launch as the dedicated kernels' proofs see it: the grid, the low word of each
