@@ -22,7 +22,9 @@ pub(crate) fn f64_unary(op: UnaryOp, a: &str) -> String {
         UnaryOp::Floor => format!("hg_sign64(floor({a}), {a})"),
         UnaryOp::Ceil => format!("hg_sign64(ceil({a}), {a})"),
         UnaryOp::Round => format!("hg_round64({a})"),
-        UnaryOp::Trunc => format!("hg_sign64(trunc({a}), {a})"),
+        // Lavapipe's f64 `trunc` returns operands past 2^31 unchanged (fraction kept): the
+        // floor or ceil toward zero is exact on every driver.
+        UnaryOp::Trunc => format!("hg_sign64(select(floor({a}), ceil({a}), {a} < f64(0.0)), {a})"),
         _ => a.to_string(),
     }
 }
