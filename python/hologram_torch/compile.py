@@ -162,6 +162,49 @@ def _plan_base(n):
     return chain[-1]
 
 
+# View ops that keep a contiguous value's elements in order (a reshape of it).
+_RESHAPE_OPS = {
+    aten.alias.default, aten.detach.default, aten.view.default, aten._unsafe_view.default,
+    aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dims, aten.squeeze.dim,
+    aten.squeeze.default,
+}
+
+
+def _dense_value(n) -> bool:
+    """True when the trace gave node ``n`` a contiguous tensor of static shape from the start of
+    its storage (a symbolic size is left alone: comparing it would add guards)."""
+    v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+    if not isinstance(v, torch.Tensor) or not all(isinstance(d, int) for d in v.shape):
+        return False
+    offset = v.storage_offset()
+    return isinstance(offset, int) and offset == 0 and bool(v.is_contiguous())
+
+
+def _reshape_of(n, base) -> bool:
+    """True when output ``n`` is ``base`` reshaped: a chain of reshaping view ops from a dense
+    ``base`` to a dense ``n`` with as many elements."""
+    if n is base or not (_dense_value(n) and _dense_value(base)):
+        return False
+    if n.meta["val"].numel() != base.meta["val"].numel():
+        return False
+    while n is not base:
+        if n.op != "call_function" or n.target not in _RESHAPE_OPS:
+            return False
+        n = n.args[0]
+    return True
+
+
+def _plan_nodes(outs) -> dict:
+    """For each graph output node that is not a view of an input, the node whose value the plan
+    returns for it: its plan base (see _plan_base), or the output itself where it is the only
+    output over that base and just reshapes it (a bias gradient summed to ``[1, n]`` and viewed
+    as ``[n]``): the plan then returns it in its final shape and torch makes no view per call."""
+    nodes = [o for o in outs if isinstance(o, torch.fx.Node) and not _view_of_input(o)]
+    bases = {o: _plan_base(o) for o in nodes}
+    uses = Counter(bases.values())
+    return {o: o if uses[b] == 1 and _reshape_of(o, b) else b for o, b in bases.items()}
+
+
 def _view_of_input(n):
     """True when node ``n`` is a chain of view ops over a graph input."""
     b = _view_base(n)
@@ -345,10 +388,12 @@ class _Signature:
         # Values the plan computes: every output that is not an input or a view of one. An
         # output that is a view of a computed value: the plan returns the value, torch makes the
         # view (no copy kernel for permuted or reshaped outputs).
+        # The node whose value the plan returns for each output (see _plan_nodes).
+        self.plan_node = _plan_nodes(graph.outs)
         planned: dict = {}
         for o in graph.outs:
             if isinstance(o, torch.fx.Node) and not _view_of_input(o):
-                planned.setdefault(_plan_base(o), len(planned))
+                planned.setdefault(self.plan_node[o], len(planned))
         self.planned = planned
         used = {p for p in graph.placeholders if p.users and any(u.op != "output" for u in p.users)}
         self.inputs = [pos[p] for p in graph.placeholders if p in used and isinstance(args[pos[p]], torch.Tensor)]
@@ -356,8 +401,8 @@ class _Signature:
         # (saved activations) and gradients; other values the user sees are copies.
         visible = set()
         for o in graph.outs[:graph.user_outputs]:
-            if isinstance(o, torch.fx.Node) and o in planned or _plan_base(o) in planned:
-                visible.add(_plan_base(o))
+            if isinstance(o, torch.fx.Node) and self.plan_node.get(o) in planned:
+                visible.add(self.plan_node[o])
         self.saved_only = [node not in visible for node in planned]
         # Gradients: autograd moves them into .grad (or adds them to it and lets them go), and
         # zero_grad() drops them before the next backward pass, so the plan's buffers are free
@@ -546,7 +591,10 @@ class _Signature:
         for a layout not seen yet), or a chain of view ops replayed."""
         recipe: list = []
         handed_out = set()
-        for o, r in zip(self.graph.outs, results):
+        # A forward graph's outputs past the user's are only saved for the backward graph: one
+        # tensor may stand for several of them (the same value saved under two names).
+        saved_from = self.graph.user_outputs if self.graph.kind == "forward" else len(self.graph.outs)
+        for k, (o, r) in enumerate(zip(self.graph.outs, results)):
             if o is None or not isinstance(o, torch.fx.Node):
                 recipe.append(("const", o))
                 continue
@@ -560,7 +608,7 @@ class _Signature:
                     _learn_geometry(geometry, args[p], r)
                 recipe.append(("input_view", p, o, geometry))
                 continue
-            i = self.planned[_plan_base(o)]
+            i = self.planned[self.plan_node[o]]
             base = torch_outs[i]
             if r is base:
                 recipe.append(("plan", i))
@@ -572,7 +620,7 @@ class _Signature:
                 continue
             same = r.shape == base.shape and r.stride() == base.stride() \
                 and r.storage_offset() == base.storage_offset() and r.dtype == base.dtype
-            if same and i not in handed_out:
+            if same and (i not in handed_out or k >= saved_from):
                 # A chain that ends where it began (a transpose of a transpose): the result itself.
                 recipe.append(("plan", i))
                 handed_out.add(i)

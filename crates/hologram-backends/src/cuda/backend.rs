@@ -146,7 +146,7 @@ impl CudaBackend {
     /// without blocking the host.
     fn stream_wait(&self, producer: sys::CUstream, consumer: sys::CUstream) -> Result<()> {
         // DLPack's 0 is ambiguous for CUDA; the driver reads a null stream as the legacy one.
-        if consumer == producer {
+        if consumer == producer || self.dev.ordered_by_legacy(producer, consumer) {
             return Ok(());
         }
         self.order.order(&self.dev, producer, consumer)

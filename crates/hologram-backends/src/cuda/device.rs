@@ -176,10 +176,18 @@ pub(crate) fn device_error(what: &str) -> impl Fn(DriverError) -> BackendError +
     move |e| BackendError::Device(describe(what, e))
 }
 
+/// `HOLOGRAM_CUDA_STREAM`: `non-blocking` makes the backend's stream one that runs beside the
+/// legacy default stream (read when a device opens).
+pub const STREAM_ENV: &str = "HOLOGRAM_CUDA_STREAM";
+
 /// The device the backend runs on, with its primary context and the backend's stream.
 pub(crate) struct Device {
     pub ctx: Arc<CudaContext>,
     pub stream: sys::CUstream,
+    /// True when `stream` synchronizes implicitly with the legacy default stream (the default:
+    /// PyTorch's default stream is the legacy one, so work handed to and from it needs no
+    /// event handshake; see [`Device::ordered_by_legacy`]).
+    pub blocking: bool,
     pub name: String,
     pub major: i32,
     pub minor: i32,
@@ -194,6 +202,19 @@ pub(crate) struct Device {
 unsafe impl Send for Device {}
 // SAFETY: as for `Send`: no field is mutated after `open`.
 unsafe impl Sync for Device {}
+
+/// See [`Device::ordered_by_legacy`]: `ours` is the device's stream, `blocking` how it was made.
+fn ordered_by_legacy(
+    ours: sys::CUstream,
+    blocking: bool,
+    producer: sys::CUstream,
+    consumer: sys::CUstream,
+) -> bool {
+    // CU_STREAM_LEGACY is the handle 0x1; the driver reads a null handle as the legacy stream
+    // too (the per-thread default stream, 0x2, does not order blocking streams).
+    let legacy = |s: sys::CUstream| matches!(s as usize, 0 | 1);
+    blocking && ((producer == ours && legacy(consumer)) || (consumer == ours && legacy(producer)))
+}
 
 fn unavailable(reason: impl Into<String>) -> BackendError {
     BackendError::Unavailable {
@@ -266,11 +287,29 @@ impl Device {
         let mut driver_version = 0;
         // SAFETY: writes one int.
         let _ = unsafe { sys::cuDriverGetVersion(&mut driver_version) };
-        let stream = drv::stream::create(drv::stream::StreamKind::NonBlocking)
+        let blocking = match std::env::var(STREAM_ENV) {
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" | "blocking" => true,
+                "non-blocking" | "nonblocking" => false,
+                _ => {
+                    return Err(unavailable(format!(
+                        "{STREAM_ENV}={v} is neither 'blocking' nor 'non-blocking'"
+                    )))
+                }
+            },
+            Err(_) => true,
+        };
+        let kind = if blocking {
+            drv::stream::StreamKind::Default
+        } else {
+            drv::stream::StreamKind::NonBlocking
+        };
+        let stream = drv::stream::create(kind)
             .map_err(|e| unavailable(describe("creating a CUDA stream", e)))?;
         Ok(Device {
             ctx,
             stream,
+            blocking,
             name,
             major,
             minor,
@@ -279,6 +318,18 @@ impl Device {
             max_threads,
             driver_version,
         })
+    }
+
+    /// True when work queued on `producer` before work queued on `consumer` already runs first
+    /// without an event: one of them is this device's blocking stream and the other the legacy
+    /// default stream (the null handle or `CU_STREAM_LEGACY`), which waits for every blocking
+    /// stream of its context before each of its operations and is waited for by them after.
+    pub(crate) fn ordered_by_legacy(
+        &self,
+        producer: sys::CUstream,
+        consumer: sys::CUstream,
+    ) -> bool {
+        ordered_by_legacy(self.stream, self.blocking, producer, consumer)
     }
 
     /// Makes the context current on this thread (cheap when it already is).
@@ -346,5 +397,33 @@ impl Drop for Device {
             // SAFETY: the stream was created by `open` and is destroyed once, here.
             let _ = unsafe { drv::stream::destroy(self.stream) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle(h: usize) -> sys::CUstream {
+        h as sys::CUstream
+    }
+
+    #[test]
+    fn only_a_blocking_stream_and_the_legacy_stream_order_each_other_implicitly() {
+        let ours = handle(0x7f00_1000);
+        let other = handle(0x7f00_2000);
+        for legacy in [handle(0), handle(1)] {
+            assert!(ordered_by_legacy(ours, true, ours, legacy));
+            assert!(ordered_by_legacy(ours, true, legacy, ours));
+            assert!(!ordered_by_legacy(ours, false, ours, legacy));
+            assert!(!ordered_by_legacy(ours, false, legacy, ours));
+            // Another stream and the legacy one: not ours to vouch for.
+            assert!(!ordered_by_legacy(ours, true, other, legacy));
+            assert!(!ordered_by_legacy(ours, true, legacy, other));
+        }
+        // The per-thread default stream and other streams need the event.
+        assert!(!ordered_by_legacy(ours, true, ours, handle(2)));
+        assert!(!ordered_by_legacy(ours, true, handle(2), ours));
+        assert!(!ordered_by_legacy(ours, true, ours, other));
     }
 }
