@@ -43,12 +43,17 @@ _GRAPHS: weakref.WeakSet = weakref.WeakSet()
 # False: every graph keeps AOTAutograd's runtime wrappers (for comparisons; see .direct).
 DIRECT = True
 
-# View ops torch replays itself on outputs that alias a graph input.
-_VIEW_OPS = {
+# View ops that keep a contiguous value's elements in order (a reshape of it).
+_RESHAPE_OPS = {
     aten.alias.default, aten.detach.default, aten.view.default, aten._unsafe_view.default,
-    aten.reshape.default, aten.permute.default, aten.t.default, aten.transpose.int,
-    aten.unsqueeze.default, aten.squeeze.dims, aten.squeeze.dim, aten.squeeze.default,
-    aten.expand.default, aten.slice.Tensor, aten.select.int,
+    aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dims, aten.squeeze.dim,
+    aten.squeeze.default,
+}
+
+# View ops torch replays itself on outputs that alias a graph input.
+_VIEW_OPS = _RESHAPE_OPS | {
+    aten.permute.default, aten.t.default, aten.transpose.int, aten.expand.default,
+    aten.slice.Tensor, aten.select.int,
 }
 
 
@@ -162,14 +167,6 @@ def _plan_base(n):
     return chain[-1]
 
 
-# View ops that keep a contiguous value's elements in order (a reshape of it).
-_RESHAPE_OPS = {
-    aten.alias.default, aten.detach.default, aten.view.default, aten._unsafe_view.default,
-    aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dims, aten.squeeze.dim,
-    aten.squeeze.default,
-}
-
-
 def _dense_value(n) -> bool:
     """True when the trace gave node ``n`` a contiguous tensor of static shape from the start of
     its storage (a symbolic size is left alone: comparing it would add guards)."""
@@ -190,7 +187,7 @@ def _reshape_of(n, base) -> bool:
     while n is not base:
         if n.op != "call_function" or n.target not in _RESHAPE_OPS:
             return False
-        n = n.args[0]
+        n = _view_parent(n)
     return True
 
 
@@ -387,8 +384,8 @@ class _Signature:
         self.pos = pos
         # Values the plan computes: every output that is not an input or a view of one. An
         # output that is a view of a computed value: the plan returns the value, torch makes the
-        # view (no copy kernel for permuted or reshaped outputs).
-        # The node whose value the plan returns for each output (see _plan_nodes).
+        # view (no copy kernel for permuted outputs); the only output over a value that just
+        # reshapes it comes from the plan in its shape (see _plan_nodes).
         self.plan_node = _plan_nodes(graph.outs)
         planned: dict = {}
         for o in graph.outs:
