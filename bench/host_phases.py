@@ -125,7 +125,7 @@ def main() -> None:
                       f"(even calls {statistics.median(v[0::2]) * 1e6:.1f}, odd calls "
                       f"{statistics.median(v[1::2]) * 1e6:.1f}: forward and backward where both run)")
 
-    if os.environ.get("HOLOGRAM_EXCHANGE_PROFILE") == "1":
+    if os.environ.get("HOLOGRAM_EXCHANGE_PROFILE") == "1" or os.environ.get("HOLOGRAM_PLAN_HOST_PROFILE") == "1":
         from hologram_torch import compile as hc
 
         for graph in list(hc._GRAPHS):
@@ -135,6 +135,12 @@ def main() -> None:
                     n = max(c for c, _ in prof.values())
                     print(f"{graph.kind} run_first phases (us per call over {n} calls): "
                           + ", ".join(f"{k} {t / max(c, 1) * 1e6:.1f}" for k, (c, t) in prof.items()))
+                for plan in sig.instances:
+                    host = plan.host_profile()
+                    if host and max(c for c, _ in host.values()):
+                        n = max(c for c, _ in host.values())
+                        print(f"{graph.kind} plan replay phases (us per replay over {n} replays): "
+                              + ", ".join(f"{k} {t / n * 1e6:.1f}" for k, (c, t) in host.items()))
 
     if args.driver:
         from torch.profiler import ProfilerActivity, profile

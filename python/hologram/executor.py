@@ -178,6 +178,26 @@ class Buffer:
         return f"Buffer({self._t.numel}, dtype={self._t.dtype}, backend={self.executor.backend})"
 
 
+def share_openmp_threads() -> str:
+    """Runs the CPU backend's parallel work on the OpenMP threads already in this process
+    (PyTorch's), instead of its own pool, from now on: on a machine with few cores the two
+    pools take the cores from each other (torch's threads spin after each of its ops).
+    ``hologram_torch`` calls it on import. Loads nothing; ``HOLOGRAM_CPU_POOL=rayon`` keeps
+    Hologram's own pool. Returns :func:`cpu_thread_pool`.
+
+    >>> import hologram as hg
+    >>> hg.share_openmp_threads().split(":")[0] in ("rayon", "openmp")
+    True
+    """
+    return _native.share_openmp_threads()
+
+
+def cpu_thread_pool() -> str:
+    """Where the CPU backend's parallel work runs: ``'rayon'`` (its own pool) or
+    ``'openmp:<path of the runtime>'`` (see :func:`share_openmp_threads`)."""
+    return _native.cpu_thread_pool()
+
+
 def _to_numpy(t: _native.Tensor) -> np.ndarray:
     """A NumPy array of a native tensor: zero-copy on host memory, else a copy."""
     iface = t.host_array_interface()

@@ -65,6 +65,12 @@ class Plan:
         over the replays so far (each step synchronized); else ``None``."""
         return self._p.profile()
 
+    def host_profile(self) -> dict | None:
+        """With ``HOLOGRAM_PLAN_HOST_PROFILE=1`` set when the plan was recorded: ``{phase:
+        (calls, seconds)}`` of the host time of each phase of the replays so far (``inputs``,
+        ``fresh``, ``head``, ``graph``, ``tail``, ``outputs``); else ``None``."""
+        return self._p.host_profile()
+
     @property
     def input_specs(self) -> list[tuple[list[int], str]]:
         """``(shape, dtype)`` of each input."""

@@ -365,6 +365,53 @@ fn native_rows_match_the_interpreter_bit_for_bit() {
     }
 }
 
+/// Reductions over a leading axis (the lane template, one output per lane, lanes next to each
+/// other in memory): the CPU's native loop reduces lanes in tiles, each lane in its own order,
+/// and gives the interpreter's bits, for whole and partial tiles, NaNs and ties included.
+#[test]
+fn native_lane_reductions_match_the_interpreter_bit_for_bit() {
+    let _shared = launching();
+    let native = Executor::cpu();
+    let interp = Executor::with_backend(
+        hologram_core::BackendType::Cpu,
+        std::sync::Arc::new(hologram_backends::CpuBackend::interpreter_only()),
+    );
+    let shapes: [(&[usize], isize); 5] = [
+        (&[300, 7], 0),
+        (&[64, 256], 0),
+        (&[33, 37], 0),
+        (&[3, 50, 40], 1),
+        (&[20, 1000], 0),
+    ];
+    for dt in [DType::F32, DType::F16, DType::I32] {
+        let mut rng = Rng(5);
+        for (shape, axis) in shapes {
+            let mut a = random_arr(&mut rng, shape, dt, -4.0, 4.0);
+            if dt.is_float() {
+                // A NaN and a tie in some columns.
+                a.data[3] = f64::NAN;
+                let last = a.data.len() - 1;
+                a.data[last] = a.data[0];
+            }
+            let run = |exec: &Executor| {
+                let t = upload(exec, &a, dt);
+                [
+                    t.sum(&[axis], false).unwrap().to_bytes().unwrap(),
+                    t.max(&[axis], false).unwrap().to_bytes().unwrap(),
+                    t.min(&[axis], false).unwrap().to_bytes().unwrap(),
+                    t.argmax(Some(axis), false).unwrap().to_bytes().unwrap(),
+                    t.argmin(Some(axis), false).unwrap().to_bytes().unwrap(),
+                ]
+            };
+            assert_eq!(
+                run(&native),
+                run(&interp),
+                "{dt} {shape:?} axis {axis}: native and interpreted bits differ"
+            );
+        }
+    }
+}
+
 /// On CUDA a row kernel launched on rows of whole vectors, in bounds and aligned, runs its
 /// dedicated form (a library launch); other rows the generic form. (The results of both are
 /// checked by the tests above.)

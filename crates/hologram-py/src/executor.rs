@@ -251,6 +251,28 @@ pub fn cuda_device_count() -> usize {
     hologram_core::cuda_device_count()
 }
 
+/// The pool the CPU backend's parallel work runs on: `"rayon"`, or `"openmp:<path>"` once it
+/// shares the process's OpenMP threads (see [`share_openmp_threads`]).
+#[pyfunction]
+pub fn cpu_thread_pool() -> String {
+    pool_name(hologram_backends::cpu::thread_pool())
+}
+
+/// Runs the CPU backend's parallel work on the OpenMP runtime already loaded in this process
+/// (PyTorch's), if any, instead of rayon's pool: the two pools would take the cores from each
+/// other. Loads nothing; `HOLOGRAM_CPU_POOL=rayon` keeps rayon's pool. Returns the pool in use.
+#[pyfunction]
+pub fn share_openmp_threads() -> String {
+    pool_name(hologram_backends::cpu::share_openmp_threads())
+}
+
+fn pool_name(pool: hologram_backends::cpu::ThreadPool) -> String {
+    match pool {
+        hologram_backends::cpu::ThreadPool::Rayon => "rayon".into(),
+        hologram_backends::cpu::ThreadPool::OpenMp(path) => format!("openmp:{path}"),
+    }
+}
+
 /// Every backend with its device or why it is unavailable: `[(name, available, detail)]`.
 #[pyfunction]
 pub fn backends() -> Vec<(String, bool, String)> {

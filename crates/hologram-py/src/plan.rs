@@ -151,6 +151,18 @@ impl PyPlan {
         self.plan.profile_report()
     }
 
+    /// With `HOLOGRAM_PLAN_HOST_PROFILE=1`: `{phase: (calls, seconds)}` of the host time of
+    /// each phase of the replays so far (inputs, fresh, head, graph, tail, outputs).
+    fn host_profile(&self) -> Option<std::collections::HashMap<&'static str, (u64, f64)>> {
+        Some(
+            self.plan
+                .host_profile()?
+                .into_iter()
+                .map(|(p, n, s)| (p, (n, s)))
+                .collect(),
+        )
+    }
+
     /// `(shape, dtype)` of each input.
     fn input_specs(&self) -> Vec<(Vec<usize>, &'static str)> {
         self.plan

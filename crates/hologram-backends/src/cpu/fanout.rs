@@ -5,7 +5,8 @@
 //! thread switches per launch, which cost more than a mid-size map itself on a small or busy
 //! machine (an add of 2^16 floats took 17 µs instead of 6). Here the caller starts taking units
 //! of work at once, and workers that wake in time take some of them; a worker that comes late
-//! finds nothing left and leaves without touching the work.
+//! finds nothing left and leaves without touching the work. In a process that has adopted its
+//! OpenMP runtime's threads (`openmp.rs`), the helpers are that runtime's team instead.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,7 +20,16 @@ pub(crate) struct Claims<'a> {
     first: Option<usize>,
 }
 
-impl Claims<'_> {
+impl<'a> Claims<'a> {
+    /// Claims on `units` units counted by `next` (shared by every participant).
+    pub(crate) fn new(next: &'a AtomicUsize, units: usize) -> Claims<'a> {
+        Claims {
+            next,
+            units,
+            first: None,
+        }
+    }
+
     /// The next unit nobody has taken, or None when all are taken.
     pub(crate) fn next_unit(&mut self) -> Option<usize> {
         if let Some(u) = self.first.take() {
@@ -31,7 +41,7 @@ impl Claims<'_> {
 }
 
 /// A participant: takes units from its claims until none are left.
-type Participant<'f> = dyn Fn(&mut Claims<'_>) + Sync + 'f;
+pub(crate) type Participant<'f> = dyn Fn(&mut Claims<'_>) + Sync + 'f;
 
 struct Shared {
     next: AtomicUsize,
@@ -77,6 +87,12 @@ impl Drop for WaitForHelpers<'_> {
 /// panic in a helper is raised again here.
 pub(crate) fn share(units: usize, helpers: usize, participant: &Participant<'_>) {
     let helpers = helpers.min(units.saturating_sub(1));
+    if helpers > 0 {
+        if let Some(parallel) = super::openmp::adopted() {
+            // The process's OpenMP team instead of rayon's pool (see `openmp.rs`).
+            return super::openmp::share(parallel, units, helpers + 1, participant);
+        }
+    }
     if helpers == 0 {
         let next = AtomicUsize::new(0);
         participant(&mut Claims {

@@ -22,6 +22,7 @@ mod native_pool;
 mod native_reduce;
 mod native_rows;
 mod native_walk;
+mod openmp;
 mod private;
 mod trust;
 
@@ -32,6 +33,7 @@ use hologram_compiler::patterns::Pattern;
 use hologram_compiler::Canonical;
 
 pub use memory::CpuMemory;
+pub use openmp::{share_openmp_threads, thread_pool, ThreadPool};
 
 use self::compile::CpuKernel;
 use self::exec::{BlockState, LaunchCtx};

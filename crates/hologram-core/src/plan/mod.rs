@@ -30,6 +30,7 @@
 mod binding;
 mod constants;
 mod edges;
+mod host_profile;
 mod recording;
 pub(crate) mod step;
 
@@ -45,6 +46,8 @@ use crate::storage::Storage;
 use crate::tensor::Tensor;
 
 use binding::{Input, Slot};
+pub use host_profile::HOST_PHASES;
+use host_profile::{HostClock, HostTimes};
 pub use recording::Recording;
 use step::Step;
 
@@ -67,8 +70,9 @@ pub struct PlanStats {
     pub constants_in_place: usize,
     /// True when replays run as one captured device graph (CUDA graphs).
     pub captured: bool,
-    /// Steps that run before the captured graph reading a large input where the caller keeps
-    /// it, and after it writing a large output into a fresh tensor (no input or output copy).
+    /// Steps that read an input where the caller keeps it or write an output into a fresh
+    /// tensor (no input or output copy): with a captured graph, those of large inputs and
+    /// outputs, run before and after the graph; without one, every step that can.
     pub edge_steps: usize,
     /// Replays so far.
     pub replays: u64,
@@ -98,6 +102,8 @@ struct PlanState {
     /// With `HOLOGRAM_PLAN_PROFILE=1`: seconds and counts per step kind, printed when the plan
     /// is dropped.
     profile: Option<std::collections::HashMap<String, (u64, f64)>>,
+    /// With `HOLOGRAM_PLAN_HOST_PROFILE=1`: host time per phase of a replay.
+    host: Option<HostTimes>,
 }
 
 /// A recorded function of tensors, replayed by [`Plan::run`]. See the [module](self) docs.
@@ -185,12 +191,12 @@ impl Plan {
             .collect();
         // `HOLOGRAM_PLAN_EDGES=0` keeps every step in the graph (input and output copies), for
         // comparison.
-        let edges = if std::env::var_os("HOLOGRAM_PLAN_EDGES").is_some_and(|v| v == "0") {
-            edges::Edges::default()
+        let use_edges = std::env::var_os("HOLOGRAM_PLAN_EDGES").is_none_or(|v| v != "0");
+        let mut edges = if use_edges {
+            edges::find(&steps, &inputs, &outputs, &own_refs, true)
         } else {
-            edges::find(&steps, &inputs, &outputs, &own_refs)
+            edges::Edges::default()
         };
-        stats.edge_steps = edges.head.len() + edges.tail.len();
         // Both switches: set and not `0` (an empty value is off too).
         let on = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
         let profile = on("HOLOGRAM_PLAN_PROFILE");
@@ -204,6 +210,11 @@ impl Plan {
             backend.capture(&mut || middle.iter().try_for_each(|s| s.run(backend.as_ref())))?
         };
         stats.captured = graph.is_some();
+        if use_edges && graph.is_none() {
+            // Every step runs from the host: each input and output its steps can use in place.
+            edges = edges::find(&steps, &inputs, &outputs, &own_refs, false);
+        }
+        stats.edge_steps = edges.head.len() + edges.tail.len();
         Ok(Plan {
             exec: exec.clone(),
             inputs,
@@ -218,6 +229,7 @@ impl Plan {
             state: Mutex::new(PlanState {
                 replays: 0,
                 profile: profile.then(Default::default),
+                host: on("HOLOGRAM_PLAN_HOST_PROFILE").then_some([(0, 0.0); HOST_PHASES.len()]),
             }),
         })
     }
@@ -245,6 +257,21 @@ impl Plan {
             );
         }
         Some(out)
+    }
+
+    /// With `HOLOGRAM_PLAN_HOST_PROFILE=1` set when the plan was made: `(phase, calls,
+    /// seconds)` of the host time of each phase of the replays so far (see [`HOST_PHASES`]);
+    /// `None` without it.
+    pub fn host_profile(&self) -> Option<Vec<(&'static str, u64, f64)>> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let t = state.host.as_ref()?;
+        Some(
+            HOST_PHASES
+                .iter()
+                .zip(t)
+                .map(|(p, &(n, s))| (*p, n, s))
+                .collect(),
+        )
     }
 
     /// What each input must be.
@@ -304,6 +331,7 @@ impl Plan {
             )));
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut clock = HostClock::start(state.host.is_some());
         if !self.outputs_free() {
             return Err(Error::InvalidArgument(
                 "a plan output from an earlier replay is still in use as a view of the plan's \
@@ -336,6 +364,7 @@ impl Plan {
                 }
             }
         }
+        clock.lap(&mut state.host, 0);
         let mut fresh: Vec<Option<Tensor>> = vec![None; self.outputs.len()];
         for &i in &self.edges.outputs {
             if !alias.get(i).copied().unwrap_or(false) {
@@ -355,13 +384,17 @@ impl Plan {
         // used inside another plan); otherwise the captured graph, if any, runs the middle.
         match &self.graph {
             Some(g) if !self.exec.recording_here() => {
+                clock.lap(&mut state.host, 1);
                 for &i in &self.edges.head {
                     self.run_step(&self.steps[i], &moves)?;
                 }
+                clock.lap(&mut state.host, 2);
                 g.replay()?;
+                clock.lap(&mut state.host, 3);
                 for &i in &self.edges.tail {
                     self.run_step(&self.steps[i], &moves)?;
                 }
+                clock.lap(&mut state.host, 4);
             }
             _ => {
                 for step in &self.steps {
@@ -380,11 +413,14 @@ impl Plan {
                         e.1 += t.elapsed().as_secs_f64();
                     }
                 }
+                // Without a captured graph, "graph" is every step queued one by one.
+                clock.lap(&mut state.host, 3);
             }
         }
         state.replays += 1;
-        drop(state);
-        self.outputs(alias, fresh)
+        let outputs = self.outputs(alias, fresh);
+        clock.lap(&mut state.host, 5);
+        outputs
     }
 
     /// Queues one step through the executor, its arguments moved by `moves`.
