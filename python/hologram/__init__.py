@@ -30,7 +30,7 @@ from .errors import (  # noqa: F401
     OutOfMemoryError,
     ValidationError,
 )
-from .executor import Buffer, Executor, cpu_thread_pool, share_openmp_threads  # noqa: F401
+from .executor import Buffer, Executor, cpu_blas, cpu_thread_pool, share_openmp_threads  # noqa: F401
 from .exchange import Exchange  # noqa: F401
 from .plan import Plan, Recording, record  # noqa: F401
 from .program import Program, asm  # noqa: F401
@@ -70,7 +70,7 @@ __all__ = [
     "Executor", "Buffer", "Exchange", "Tensor", "Program", "asm", "ops", "backend", "Plan", "Recording", "record",
     "asarray", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "matmul", "where",
     "cat", "concat", "from_dlpack", "from_dlpack_capsule", "executor_for", "autograd", "nn", "distributed", "cuda_device_count",
-    "cpu_thread_pool", "share_openmp_threads",
+    "cpu_blas", "cpu_thread_pool", "share_openmp_threads",
     "is_cuda_available", "is_metal_available", "is_vulkan_available", "get_default_backend",
     "HologramError", "BackendUnavailableError", "ValidationError", "CompileError",
     "OutOfBoundsError", "OutOfMemoryError", "DeviceError",

@@ -181,7 +181,8 @@ class Buffer:
 def share_openmp_threads() -> str:
     """Runs the CPU backend's parallel work on the OpenMP threads already in this process
     (PyTorch's), instead of its own pool, from now on: on a machine with few cores the two
-    pools take the cores from each other (torch's threads spin after each of its ops).
+    pools take the cores from each other (torch's threads spin after each of its ops). f32
+    and f64 GEMMs then run through the BLAS torch runs on those threads (:func:`cpu_blas`).
     ``hologram_torch`` calls it on import. Loads nothing; ``HOLOGRAM_CPU_POOL=rayon`` keeps
     Hologram's own pool. Returns :func:`cpu_thread_pool`.
 
@@ -190,6 +191,13 @@ def share_openmp_threads() -> str:
     True
     """
     return _native.share_openmp_threads()
+
+
+def cpu_blas() -> str | None:
+    """The BLAS library the CPU backend's f32 and f64 GEMMs run through: PyTorch's MKL (in
+    ``libtorch_cpu``) once :func:`share_openmp_threads` found torch's OpenMP threads, else
+    ``None`` (Hologram's own GEMM, the ``gemm`` crate)."""
+    return _native.cpu_blas()
 
 
 def cpu_thread_pool() -> str:

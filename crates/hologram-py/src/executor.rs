@@ -266,6 +266,13 @@ pub fn share_openmp_threads() -> String {
     pool_name(hologram_backends::cpu::share_openmp_threads())
 }
 
+/// The BLAS library the CPU backend's f32/f64 GEMMs run through once the process's OpenMP
+/// threads are shared (PyTorch's MKL, in `libtorch_cpu`), or `None` (the `gemm` crate).
+#[pyfunction]
+pub fn cpu_blas() -> Option<String> {
+    hologram_backends::cpu::blas_library()
+}
+
 fn pool_name(pool: hologram_backends::cpu::ThreadPool) -> String {
     match pool {
         hologram_backends::cpu::ThreadPool::Rayon => "rayon".into(),

@@ -45,6 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(executor::cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(executor::cpu_thread_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(executor::cpu_blas, m)?)?;
     m.add_function(wrap_pyfunction!(executor::share_openmp_threads, m)?)?;
     #[cfg(feature = "cuda")]
     {

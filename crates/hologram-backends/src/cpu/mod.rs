@@ -7,6 +7,7 @@
 //! launch with `LaunchTimeout` (`deadline.rs`).
 
 mod bind;
+mod blas;
 mod compile;
 mod deadline;
 mod device_lock;
@@ -32,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use hologram_compiler::patterns::Pattern;
 use hologram_compiler::Canonical;
 
+pub use blas::blas_library;
 pub use memory::CpuMemory;
 pub use openmp::{share_openmp_threads, thread_pool, ThreadPool};
 

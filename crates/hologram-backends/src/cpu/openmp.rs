@@ -12,7 +12,8 @@
 //! `libgomp`, or LLVM's `libomp` / Intel's `libiomp5`, which export the same entry point) and
 //! from then on hands the helpers' part of each parallel launch to its `GOMP_parallel`: the
 //! calling thread is the team's first thread, torch's (spinning) workers are the others, and
-//! rayon's pool stays asleep. Nothing is loaded that was not loaded already.
+//! rayon's pool stays asleep. The GEMMs go to the BLAS loaded with that runtime, when there
+//! is one (`blas.rs`). Nothing is loaded that was not loaded already.
 //! `HOLOGRAM_CPU_POOL=rayon` keeps rayon's pool whatever is asked.
 
 use std::any::Any;
@@ -53,7 +54,8 @@ pub fn thread_pool() -> ThreadPool {
 }
 
 /// Runs the CPU backend's parallel work on the OpenMP runtime already loaded in this process
-/// from now on, if there is one: returns the pool in use afterwards. Loads nothing; with
+/// from now on, if there is one, and its f32/f64 GEMMs through the BLAS loaded with it
+/// (PyTorch's MKL, see [`super::blas_library`]): returns the pool in use afterwards. Loads nothing; with
 /// `HOLOGRAM_CPU_POOL=rayon` set, or on a platform without `dlopen`, it keeps rayon's pool.
 ///
 /// ```
@@ -70,6 +72,10 @@ pub fn share_openmp_threads() -> ThreadPool {
         if let Some(r) = find_loaded_runtime() {
             let _ = RUNTIME.set(r);
         }
+    }
+    if RUNTIME.get().is_some() {
+        // The BLAS that runs on that team (PyTorch's MKL), for f32/f64 GEMMs.
+        super::blas::share_blas();
     }
     thread_pool()
 }
@@ -179,5 +185,64 @@ pub(crate) fn share(
     let payload = team.panic.lock().ok().and_then(|mut slot| slot.take());
     if let Some(payload) = payload {
         std::panic::resume_unwind(payload);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A runtime's team entry point stand-in: `threads - 1` more threads and the caller each
+    /// run `f(data)`; returns when all have.
+    unsafe extern "C" fn fake_parallel(
+        f: extern "C" fn(*mut c_void),
+        data: *mut c_void,
+        threads: u32,
+        _flags: u32,
+    ) {
+        let data = data as usize;
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(move || f(data as *mut c_void));
+            }
+            f(data as *mut c_void);
+        });
+    }
+
+    #[test]
+    fn every_unit_runs_once_on_the_team() {
+        for threads in [1, 2, 4] {
+            for units in [0, 1, 5, 1000] {
+                let runs: Vec<AtomicUsize> = (0..units).map(|_| AtomicUsize::new(0)).collect();
+                share(fake_parallel, units, threads, &|claims| {
+                    while let Some(u) = claims.next_unit() {
+                        runs[u].fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+                assert!(
+                    runs.iter().all(|r| r.load(Ordering::Relaxed) == 1),
+                    "{units} units, {threads} threads"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_panic_on_any_team_thread_reaches_the_caller() {
+        let caught = std::panic::catch_unwind(|| {
+            share(fake_parallel, 64, 3, &|claims| {
+                while let Some(u) = claims.next_unit() {
+                    assert_ne!(u, 40, "unit 40 fails");
+                }
+            })
+        });
+        assert!(caught.is_err());
+    }
+
+    #[test]
+    fn rayon_stays_without_an_openmp_runtime_in_the_process() {
+        // The test binary links no OpenMP runtime.
+        assert_eq!(share_openmp_threads(), ThreadPool::Rayon);
+        assert!(adopted().is_none());
     }
 }
