@@ -319,26 +319,34 @@ mod tests {
     st.u32 y[%gid], %v;
 ";
 
-    fn run(p: u32, m: u32, o: u32, b_len: usize, n: usize) -> Result<Vec<u32>, BackendError> {
+    /// Launches `text` (parameters `b`, `y`, `n`, then `scalars`) over `n` elements with
+    /// `b[i] = 1000 + i` and returns `y`.
+    fn launch(
+        text: &str,
+        scalars: &[u32],
+        b_len: usize,
+        n: usize,
+    ) -> Result<Vec<u32>, BackendError> {
         let be = CpuBackend::new();
-        let k = be.compile(&Canonical::assemble(WALK).expect("assembles"))?;
+        let k = be.compile(&Canonical::assemble(text).expect("assembles"))?;
         let b_words: Vec<u32> = (0..b_len as u32).map(|i| 1000 + i).collect();
         let b: Memory = be.allocate(b_len * 4)?;
         be.copy_in(&b, 0, bytemuck::cast_slice(&b_words))?;
         let y: Memory = be.allocate(n * 4)?;
-        let u = |v: u32| KernelArg::Scalar(Value::U32(v));
-        let args = [
+        let mut args = vec![
             KernelArg::Buffer(BufferArg::whole(b)),
             KernelArg::Buffer(BufferArg::whole(y.clone())),
-            u(n as u32),
-            u(p),
-            u(m),
-            u(o),
+            KernelArg::Scalar(Value::U32(n as u32)),
         ];
+        args.extend(scalars.iter().map(|&v| KernelArg::Scalar(Value::U32(v))));
         be.launch(&k, &LaunchConfig::linear(n.div_ceil(64) as u32, 64), &args)?;
         let mut out = vec![0u32; n];
         be.copy_out(&y, 0, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
+    }
+
+    fn run(p: u32, m: u32, o: u32, b_len: usize, n: usize) -> Result<Vec<u32>, BackendError> {
+        launch(WALK, &[p, m, o], b_len, n)
     }
 
     #[test]
@@ -371,23 +379,7 @@ mod tests {
         let text = format!(
             ".kernel splat\n.param .buf.u32 b\n.param .buf.u32 y .rw\n.param .u32 n\n.param .u32 o\n    setp.ge.u32 %done, %gid, n;\n@%done exit;\n{index}    st.u32 y[%gid], %v;\n"
         );
-        let be = CpuBackend::new();
-        let k = be.compile(&Canonical::assemble(&text).expect("assembles"))?;
-        let b_words: Vec<u32> = (0..b_len as u32).map(|i| 1000 + i).collect();
-        let b: Memory = be.allocate(b_len * 4)?;
-        be.copy_in(&b, 0, bytemuck::cast_slice(&b_words))?;
-        let y: Memory = be.allocate(n * 4)?;
-        let u = |v: u32| KernelArg::Scalar(Value::U32(v));
-        let args = [
-            KernelArg::Buffer(BufferArg::whole(b)),
-            KernelArg::Buffer(BufferArg::whole(y.clone())),
-            u(n as u32),
-            u(o),
-        ];
-        be.launch(&k, &LaunchConfig::linear(n.div_ceil(64) as u32, 64), &args)?;
-        let mut out = vec![0u32; n];
-        be.copy_out(&y, 0, bytemuck::cast_slice_mut(&mut out))?;
-        Ok(out)
+        launch(&text, &[o], b_len, n)
     }
 
     #[test]
