@@ -20,16 +20,7 @@ pub(crate) struct Claims<'a> {
     first: Option<usize>,
 }
 
-impl<'a> Claims<'a> {
-    /// Claims on `units` units counted by `next` (shared by every participant).
-    pub(crate) fn new(next: &'a AtomicUsize, units: usize) -> Claims<'a> {
-        Claims {
-            next,
-            units,
-            first: None,
-        }
-    }
-
+impl Claims<'_> {
     /// The next unit nobody has taken, or None when all are taken.
     pub(crate) fn next_unit(&mut self) -> Option<usize> {
         if let Some(u) = self.first.take() {
@@ -43,13 +34,56 @@ impl<'a> Claims<'a> {
 /// A participant: takes units from its claims until none are left.
 pub(crate) type Participant<'f> = dyn Fn(&mut Claims<'_>) + Sync + 'f;
 
-struct Shared {
+/// The units of one call as every participant sees them, and the first panic of a participant
+/// that runs away from the calling thread.
+pub(crate) struct Units {
     next: AtomicUsize,
+    units: usize,
+    /// Raised again on the calling thread ([`Units::raise`]).
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+impl Units {
+    pub(crate) fn new(units: usize) -> Units {
+        Units {
+            next: AtomicUsize::new(0),
+            units,
+            panic: Mutex::new(None),
+        }
+    }
+
+    /// Runs `participant` (its first unit `first`, if it claimed one already) away from the
+    /// calling thread: a panic stops the others from claiming more and is kept for
+    /// [`Units::raise`].
+    pub(crate) fn run_caught(&self, participant: &Participant<'_>, first: Option<usize>) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            participant(&mut Claims {
+                next: &self.next,
+                units: self.units,
+                first,
+            });
+        }));
+        if let Err(payload) = run {
+            self.next.fetch_max(self.units, Ordering::SeqCst);
+            if let Ok(mut slot) = self.panic.lock() {
+                slot.get_or_insert(payload);
+            }
+        }
+    }
+
+    /// Raises a kept panic on the calling thread.
+    pub(crate) fn raise(&self) {
+        let payload = self.panic.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(payload) = payload {
+            std::panic::resume_unwind(payload);
+        }
+    }
+}
+
+struct Shared {
+    units: Units,
     /// Helpers that claimed a unit and may still be running the participant.
     active: AtomicUsize,
-    units: usize,
-    /// A helper's panic, raised again on the calling thread.
-    panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
 
 /// The participant with its lifetime erased, for rayon's `'static` jobs. Sound because
@@ -69,7 +103,8 @@ impl Drop for WaitForHelpers<'_> {
     fn drop(&mut self) {
         // No unit is left to claim once the caller's participant returns (or the counter is
         // closed below on unwinding), so a helper still running is finishing its last unit.
-        self.0.next.fetch_max(self.0.units, Ordering::SeqCst);
+        let units = &self.0.units;
+        units.next.fetch_max(units.units, Ordering::SeqCst);
         let mut spins = 0u32;
         while self.0.active.load(Ordering::SeqCst) != 0 {
             if spins < 64 {
@@ -103,10 +138,8 @@ pub(crate) fn share(units: usize, helpers: usize, participant: &Participant<'_>)
         return;
     }
     let shared = Arc::new(Shared {
-        next: AtomicUsize::new(0),
+        units: Units::new(units),
         active: AtomicUsize::new(0),
-        units,
-        panic: Mutex::new(None),
     });
     // SAFETY: only the lifetime changes; `WaitForHelpers` keeps this frame (and so the
     // participant) alive until no helper can call it any more.
@@ -122,39 +155,23 @@ pub(crate) fn share(units: usize, helpers: usize, participant: &Participant<'_>)
             // no helper active, a helper that comes later claims nothing and never calls the
             // participant (both counters are sequentially consistent).
             shared.active.fetch_add(1, Ordering::SeqCst);
-            let first = shared.next.fetch_add(1, Ordering::SeqCst);
-            if first < shared.units {
-                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    // SAFETY: this helper is counted active and holds a claimed unit, so the
-                    // caller is still waiting in `share` and the participant is alive.
-                    let participant = unsafe { &*erased.0 };
-                    participant(&mut Claims {
-                        next: &shared.next,
-                        units: shared.units,
-                        first: Some(first),
-                    });
-                }));
-                if let Err(payload) = run {
-                    // Stop the others early; the caller raises the panic.
-                    shared.next.fetch_max(shared.units, Ordering::SeqCst);
-                    if let Ok(mut slot) = shared.panic.lock() {
-                        slot.get_or_insert(payload);
-                    }
-                }
+            let first = shared.units.next.fetch_add(1, Ordering::SeqCst);
+            if first < shared.units.units {
+                // SAFETY: this helper is counted active and holds a claimed unit, so the
+                // caller is still waiting in `share` and the participant is alive.
+                let participant = unsafe { &*erased.0 };
+                shared.units.run_caught(participant, Some(first));
             }
             shared.active.fetch_sub(1, Ordering::SeqCst);
         });
     }
     participant(&mut Claims {
-        next: &shared.next,
+        next: &shared.units.next,
         units,
         first: None,
     });
     drop(wait);
-    let payload = shared.panic.lock().ok().and_then(|mut slot| slot.take());
-    if let Some(payload) = payload {
-        std::panic::resume_unwind(payload);
-    }
+    shared.units.raise();
 }
 
 /// The items `0..n`, to run in runs of consecutive items on the calling thread and rayon's

@@ -16,12 +16,10 @@
 //! is one (`blas.rs`). Nothing is loaded that was not loaded already.
 //! `HOLOGRAM_CPU_POOL=rayon` keeps rayon's pool whatever is asked.
 
-use std::any::Any;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use super::fanout::{Claims, Participant};
+use super::fanout::{Participant, Units};
 
 /// `void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags)`:
 /// runs `fn(data)` on a team of `num_threads` threads, the caller among them, and returns when
@@ -134,27 +132,16 @@ fn find_loaded_runtime() -> Option<Runtime> {
 /// One launch's work as the team's threads see it.
 struct Team<'a, 'f> {
     participant: &'a Participant<'f>,
-    next: AtomicUsize,
-    units: usize,
-    /// A thread's panic, raised again on the calling thread (a panic must not unwind through
-    /// the runtime's C frames).
-    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// Every member's panic is caught there (a panic must not unwind through the runtime's C
+    /// frames) and raised again on the calling thread.
+    units: Units,
 }
 
 extern "C" fn run_member(data: *mut c_void) {
     // SAFETY: `data` is the `Team` that `share` keeps alive until `GOMP_parallel` returns,
     // which is after every member has returned from here.
     let team = unsafe { &*(data as *const Team<'_, '_>) };
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        (team.participant)(&mut Claims::new(&team.next, team.units));
-    }));
-    if let Err(payload) = run {
-        // Stop the others early; the caller raises the panic.
-        team.next.fetch_max(team.units, Ordering::SeqCst);
-        if let Ok(mut slot) = team.panic.lock() {
-            slot.get_or_insert(payload);
-        }
-    }
+    team.units.run_caught(team.participant, None);
 }
 
 /// Runs `units` units on a team of `threads` threads of the runtime (the caller first), each
@@ -168,9 +155,7 @@ pub(crate) fn share(
 ) {
     let team = Team {
         participant,
-        next: AtomicUsize::new(0),
-        units,
-        panic: Mutex::new(None),
+        units: Units::new(units),
     };
     // SAFETY: `run_member` reads `team` only while this call runs (the runtime returns after
     // every member has), and catches every panic before it reaches the runtime.
@@ -182,14 +167,13 @@ pub(crate) fn share(
             0,
         )
     };
-    let payload = team.panic.lock().ok().and_then(|mut slot| slot.take());
-    if let Some(payload) = payload {
-        std::panic::resume_unwind(payload);
-    }
+    team.units.raise();
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     /// A runtime's team entry point stand-in: `threads - 1` more threads and the caller each
