@@ -273,6 +273,8 @@ def main():
         plans = [st for _, st in hologram_torch.plan_stats()]
         stats["plans_captured"] = sum(1 for st in plans if st["captured"])
         stats["plans_live"] = len(plans)
+        stats["bound_replays"] = sum(st.get("bound_replays", 0) for st in plans)
+        stats["replays"] = sum(st.get("replays", 0) for st in plans)
         report["cases"][f"{name}/{mode}"] = {"results": res, "hologram_stats": stats}
         eager = res.get("eager", {}).get("median_s")
         line = [f"{name:20s} {mode:5s}"]
@@ -288,7 +290,8 @@ def main():
                 failed.append(f"{name}/{mode}/{impl}")
         line.append(f"fallbacks {stats['fallback_nodes']}")
         if args.device == "cuda":
-            line.append(f"CUDA graphs {stats['plans_captured']}/{stats['plans_live']}")
+            line.append(f"CUDA graphs {stats['plans_captured']}/{stats['plans_live']}, "
+                        f"bound {stats['bound_replays']}/{stats['replays']} replays")
         print(" | ".join(line), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -57,7 +57,10 @@ class Plan:
     def stats(self) -> dict:
         """``steps``, ``launches``, ``gemms``, ``copies``, ``peak_bytes``, ``constant_bytes``,
         ``constants_in_place``, ``captured`` (a CUDA graph), ``edge_steps`` (steps run outside
-        the graph on a large input or output in place of a copy) and ``replays``."""
+        the graph on a large input or output in place of a copy), ``replays``, ``bound_graphs``
+        (graphs captured for the memory of a caller that passed the same inputs and got its
+        outputs in the same place twice in a row) and ``bound_replays`` (replays that ran one:
+        no input or output copies)."""
         return dict(self._p.stats())
 
     def profile(self) -> str | None:

@@ -92,6 +92,8 @@ fn stats_dict<'py>(py: Python<'py>, s: &PlanStats) -> PyResult<Bound<'py, PyDict
     d.set_item("captured", s.captured)?;
     d.set_item("edge_steps", s.edge_steps)?;
     d.set_item("replays", s.replays)?;
+    d.set_item("bound_graphs", s.bound_graphs)?;
+    d.set_item("bound_replays", s.bound_replays)?;
     Ok(d)
 }
 
@@ -141,7 +143,7 @@ impl PyPlan {
     }
 
     /// Counters: steps, launches, gemms, copies, peak_bytes, constant_bytes,
-    /// constants_in_place, captured, edge_steps, replays.
+    /// constants_in_place, captured, edge_steps, replays, bound_graphs, bound_replays.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, &self.plan.stats())
     }

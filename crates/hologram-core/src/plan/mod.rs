@@ -8,7 +8,9 @@
 //! copies new inputs into the input buffers, queues the same work again without running any of
 //! the function's host code (no Python, no shape logic, no kernel lookups), and copies the
 //! outputs into fresh tensors. On CUDA the work is captured once as a CUDA graph, so a replay is
-//! one launch from the host (plus the input and output copies).
+//! one launch from the host (plus the input and output copies); a loop that hands the plan the
+//! same memory again (a training loop does) gets a graph bound to that memory, which copies
+//! nothing (see `bound.rs`).
 //!
 //! ```
 //! use hologram_core::{DType, Executor, Tensor};
@@ -28,6 +30,7 @@
 //! ```
 
 mod binding;
+mod bound;
 mod constants;
 mod edges;
 mod host_profile;
@@ -76,6 +79,10 @@ pub struct PlanStats {
     pub edge_steps: usize,
     /// Replays so far.
     pub replays: u64,
+    /// Graphs captured bound to a caller's memory (see [`Plan::run_with`]).
+    pub bound_graphs: usize,
+    /// Replays that ran a bound graph (no input or output copies).
+    pub bound_replays: u64,
 }
 
 /// A tensor's shape and dtype: what a plan's input must be.
@@ -104,6 +111,8 @@ struct PlanState {
     profile: Option<std::collections::HashMap<String, (u64, f64)>>,
     /// With `HOLOGRAM_PLAN_HOST_PROFILE=1`: host time per phase of a replay.
     host: Option<HostTimes>,
+    /// Graphs bound to callers' memory.
+    bound: bound::BoundGraphs,
 }
 
 /// A recorded function of tensors, replayed by [`Plan::run`]. See the [module](self) docs.
@@ -118,6 +127,9 @@ pub struct Plan {
     /// Steps that run outside the graph (see `edges.rs`).
     edges: edges::Edges,
     graph: Option<Box<dyn Replay>>,
+    /// With a captured graph: the inputs and outputs a graph bound to the caller's memory uses
+    /// in place (`None`: no bound graphs, as without a graph or with none to move).
+    bound_edges: Option<edges::Edges>,
     /// Device memory for the values; kept alive with the plan.
     arena: Arc<Arena>,
     /// Device copies of the constants the recording uploaded.
@@ -210,9 +222,19 @@ impl Plan {
             backend.capture(&mut || middle.iter().try_for_each(|s| s.run(backend.as_ref())))?
         };
         stats.captured = graph.is_some();
-        if use_edges && graph.is_none() {
-            // Every step runs from the host: each input and output its steps can use in place.
-            edges = edges::find(&steps, &inputs, &outputs, &own_refs, false);
+        // Every step runs from the host (no graph), or a bound graph holds every step: each
+        // input and output its steps can use in place. `HOLOGRAM_PLAN_BOUND=0` keeps the
+        // copies of a captured plan, for comparison.
+        let in_place = use_edges.then(|| edges::find(&steps, &inputs, &outputs, &own_refs, false));
+        let mut bound_edges = None;
+        if let Some(in_place) = in_place {
+            if graph.is_none() {
+                edges = in_place;
+            } else if std::env::var_os("HOLOGRAM_PLAN_BOUND").is_none_or(|v| v != "0")
+                && !(in_place.inputs.is_empty() && in_place.outputs.is_empty())
+            {
+                bound_edges = Some(in_place);
+            }
         }
         stats.edge_steps = edges.head.len() + edges.tail.len();
         Ok(Plan {
@@ -223,6 +245,7 @@ impl Plan {
             steps,
             edges,
             graph,
+            bound_edges,
             arena,
             _constants: constants,
             stats,
@@ -230,6 +253,7 @@ impl Plan {
                 replays: 0,
                 profile: profile.then(Default::default),
                 host: on("HOLOGRAM_PLAN_HOST_PROFILE").then_some([(0, 0.0); HOST_PHASES.len()]),
+                bound: Default::default(),
             }),
         })
     }
@@ -306,7 +330,10 @@ impl Plan {
     /// Counters of the plan.
     pub fn stats(&self) -> PlanStats {
         let mut s = self.stats;
-        s.replays = self.state.lock().unwrap_or_else(|p| p.into_inner()).replays;
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.replays = state.replays;
+        s.bound_graphs = state.bound.made;
+        s.bound_replays = state.bound.replays;
         s.peak_bytes = self.arena.bytes().1;
         s
     }
@@ -331,6 +358,7 @@ impl Plan {
             )));
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = &mut *state;
         let mut clock = HostClock::start(state.host.is_some());
         if !self.outputs_free() {
             return Err(Error::InvalidArgument(
@@ -339,51 +367,99 @@ impl Plan {
                     .into(),
             ));
         }
-        // Large inputs the head steps read where the caller keeps them, large outputs the tail
-        // steps write into fresh tensors (see `edges.rs`); the rest through the plan's buffers.
-        let mut moves = Vec::new();
         for (i, (x, input)) in inputs.iter().zip(&self.inputs).enumerate() {
             if !x.executor().same_as(&self.exec) {
                 return Err(Error::DeviceMismatch(
                     "a plan's inputs must be on the executor it was recorded on".into(),
                 ));
             }
-            match input {
-                Input::Slot(slot) if self.edges.inputs.contains(&i) => match slot.place_of(x) {
-                    Some(m) => moves.push(m),
-                    None => slot.fill(x, &self.exec)?,
-                },
-                Input::Slot(slot) => slot.fill(x, &self.exec)?,
-                Input::Direct { .. } if input.accepts(x) => {}
-                Input::Direct { .. } => {
-                    return Err(Error::InvalidArgument(format!(
-                        "plan input {i} is read where it was recorded, and this call gives \
-                         another tensor (a different buffer, offset or layout): record a plan \
-                         for it"
-                    )))
-                }
+            if matches!(input, Input::Direct { .. }) && !input.accepts(x) {
+                return Err(Error::InvalidArgument(format!(
+                    "plan input {i} is read where it was recorded, and this call gives \
+                     another tensor (a different buffer, offset or layout): record a plan \
+                     for it"
+                )));
+            }
+        }
+        // Every output not handed out as a view gets its tensor first, in output order, so that
+        // a loop's allocations (and with them a bound graph's key) repeat from call to call.
+        let aliased = |i: usize| alias.get(i).copied().unwrap_or(false);
+        let mut fresh = (0..self.outputs.len())
+            .map(|i| {
+                let slot = &self.outputs[i];
+                (!aliased(i))
+                    .then(|| Tensor::uninit(&self.exec, &slot.spec.shape, slot.spec.dtype))
+                    .transpose()
+            })
+            .collect::<Result<Vec<Option<Tensor>>>>()?;
+        // A graph bound to these inputs' and outputs' memory, when the plan has one for them
+        // (or makes one now); else the plan's graph with the large inputs and outputs at its
+        // edges (see `edges.rs`); else every step from the host.
+        let mut mode = Mode::Plain;
+        if let Some(be) = &self.bound_edges {
+            if !self.exec.recording_here() {
+                let key = self.bound_key(be, inputs, &fresh)?;
+                mode = match state.bound.lookup(&key) {
+                    bound::Lookup::Hit(i) => Mode::Bound(i),
+                    bound::Lookup::Capture => Mode::Capture(key),
+                    bound::Lookup::Miss => Mode::Plain,
+                };
+            }
+        }
+        let edges = match (&mode, &self.bound_edges) {
+            (Mode::Bound(_) | Mode::Capture(_), Some(be)) => be,
+            _ => &self.edges,
+        };
+        let mut moves = Vec::new();
+        for (i, (x, input)) in inputs.iter().zip(&self.inputs).enumerate() {
+            let Input::Slot(slot) = input else { continue };
+            match edges
+                .inputs
+                .contains(&i)
+                .then(|| slot.place_of(x))
+                .flatten()
+            {
+                Some(m) => moves.push(m),
+                None => slot.fill(x, &self.exec)?,
             }
         }
         clock.lap(&mut state.host, 0);
-        let mut fresh: Vec<Option<Tensor>> = vec![None; self.outputs.len()];
-        for &i in &self.edges.outputs {
-            if !alias.get(i).copied().unwrap_or(false) {
-                let slot = &self.outputs[i];
-                let t = Tensor::uninit(&self.exec, &slot.spec.shape, slot.spec.dtype)?;
-                let (storage, layout) = t.storage()?;
-                moves.push(edges::Move {
-                    from: slot.storage.memory().clone(),
-                    range: slot.offset..slot.offset + slot.bytes(),
-                    to: storage.memory().clone(),
-                    to_offset: layout.offset * slot.spec.dtype.size(),
-                });
-                fresh[i] = Some(t);
+        let mut moved_out = vec![false; self.outputs.len()];
+        for &i in &edges.outputs {
+            if let Some(t) = &fresh[i] {
+                moves.push(self.output_move(i, t)?);
+                moved_out[i] = true;
             }
         }
-        // A recording in progress on this thread records the replayed work step by step (a plan
-        // used inside another plan); otherwise the captured graph, if any, runs the middle.
-        match &self.graph {
-            Some(g) if !self.exec.recording_here() => {
+        let backend = self.exec.backend();
+        match (mode, &self.graph) {
+            (Mode::Bound(i), _) => {
+                clock.lap(&mut state.host, 1);
+                state.bound.get(i).replay()?;
+                clock.lap(&mut state.host, 3);
+            }
+            (Mode::Capture(key), _) => {
+                clock.lap(&mut state.host, 1);
+                let captured = backend.capture(&mut || {
+                    self.steps.iter().try_for_each(|s| match s.moved(&moves) {
+                        Some(moved) => moved.run(backend.as_ref()),
+                        None => s.run(backend.as_ref()),
+                    })
+                })?;
+                match captured {
+                    Some(g) => state.bound.insert(key, g).replay()?,
+                    None => {
+                        // The capture queued nothing that runs: run the steps one by one.
+                        for step in &self.steps {
+                            self.run_step(step, &moves)?;
+                        }
+                    }
+                }
+                clock.lap(&mut state.host, 3);
+            }
+            // A recording in progress on this thread records the replayed work step by step (a
+            // plan used inside another plan); otherwise the captured graph runs the middle.
+            (Mode::Plain, Some(g)) if !self.exec.recording_here() => {
                 clock.lap(&mut state.host, 1);
                 for &i in &self.edges.head {
                     self.run_step(&self.steps[i], &moves)?;
@@ -396,7 +472,7 @@ impl Plan {
                 }
                 clock.lap(&mut state.host, 4);
             }
-            _ => {
+            (Mode::Plain, _) => {
                 for step in &self.steps {
                     let timer = match &state.profile {
                         Some(_) => {
@@ -418,9 +494,52 @@ impl Plan {
             }
         }
         state.replays += 1;
-        let outputs = self.outputs(alias, fresh);
+        let outputs = self.outputs(alias, &moved_out, &mut fresh);
         clock.lap(&mut state.host, 5);
         outputs
+    }
+
+    /// The key of a bound graph for this call (see `bound.rs`): where each input and output
+    /// the bound graph uses in place is, in the caller's memory.
+    fn bound_key(
+        &self,
+        be: &edges::Edges,
+        inputs: &[Tensor],
+        fresh: &[Option<Tensor>],
+    ) -> Result<Vec<u64>> {
+        let mut key = Vec::with_capacity(be.inputs.len() + be.outputs.len());
+        for &i in &be.inputs {
+            let place = match &self.inputs[i] {
+                Input::Slot(slot) => slot.place_of(&inputs[i]),
+                Input::Direct { .. } => None,
+            };
+            key.push(place.map_or(bound::NOT_MOVED, |m| {
+                binding::address_of(&m.to) + m.to_offset as u64
+            }));
+        }
+        for &i in &be.outputs {
+            key.push(match &fresh[i] {
+                Some(t) => {
+                    let (storage, layout) = t.storage()?;
+                    binding::address_of(storage.memory())
+                        + (layout.offset * t.dtype().size()) as u64
+                }
+                None => bound::NOT_MOVED,
+            });
+        }
+        Ok(key)
+    }
+
+    /// The move of output `i`'s bytes into the fresh tensor `t`.
+    fn output_move(&self, i: usize, t: &Tensor) -> Result<edges::Move> {
+        let slot = &self.outputs[i];
+        let (storage, layout) = t.storage()?;
+        Ok(edges::Move {
+            from: slot.storage.memory().clone(),
+            range: slot.offset..slot.offset + slot.bytes(),
+            to: storage.memory().clone(),
+            to_offset: layout.offset * slot.spec.dtype.size(),
+        })
     }
 
     /// Queues one step through the executor, its arguments moved by `moves`.
@@ -431,34 +550,52 @@ impl Plan {
         }
     }
 
-    /// The outputs: views of the plan's buffers where `alias[i]`, the tensors the tail wrote
-    /// where `fresh[i]`, else fresh copies.
-    fn outputs(&self, alias: &[bool], mut fresh: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
+    /// The outputs: the fresh tensors the steps wrote where `moved[i]`, views of the plan's
+    /// buffers where `alias[i]` (and no fresh tensor), else the fresh tensors (made here where
+    /// `fresh` has none) with the plan's outputs copied in.
+    fn outputs(
+        &self,
+        alias: &[bool],
+        moved: &[bool],
+        fresh: &mut [Option<Tensor>],
+    ) -> Result<Vec<Tensor>> {
         self.outputs
             .iter()
             .enumerate()
             .map(|(i, slot)| {
-                if let Some(t) = fresh.get_mut(i).and_then(Option::take) {
-                    return Ok(t);
+                let t = match fresh.get_mut(i).and_then(Option::take) {
+                    Some(t) => t,
+                    None if alias.get(i).copied().unwrap_or(false) => {
+                        let t = slot.tensor(&self.exec);
+                        let m = slot.storage.memory();
+                        let address = binding::address_of(m) + slot.offset as u64;
+                        self.exec.register_plan_buffer(address, m, slot.offset);
+                        return Ok(t);
+                    }
+                    None => Tensor::uninit(&self.exec, &slot.spec.shape, slot.spec.dtype)?,
+                };
+                if !moved.get(i).copied().unwrap_or(false) {
+                    let (dst, layout) = t.storage()?;
+                    self.exec.copy_device(
+                        slot.storage.memory(),
+                        slot.offset,
+                        dst.memory(),
+                        layout.offset * slot.spec.dtype.size(),
+                        slot.bytes(),
+                    )?;
                 }
-                if alias.get(i).copied().unwrap_or(false) {
-                    let t = slot.tensor(&self.exec);
-                    let m = slot.storage.memory();
-                    let address = binding::address_of(m) + slot.offset as u64;
-                    self.exec.register_plan_buffer(address, m, slot.offset);
-                    return Ok(t);
-                }
-                let t = Tensor::uninit(&self.exec, &slot.spec.shape, slot.spec.dtype)?;
-                let (dst, layout) = t.storage()?;
-                self.exec.copy_device(
-                    slot.storage.memory(),
-                    slot.offset,
-                    dst.memory(),
-                    layout.offset * slot.spec.dtype.size(),
-                    slot.bytes(),
-                )?;
                 Ok(t)
             })
             .collect()
     }
+}
+
+/// How a replay runs the plan's work.
+enum Mode {
+    /// The plan's graph (or its steps) with the usual edges.
+    Plain,
+    /// The bound graph at this index of the plan's [`bound::BoundGraphs`].
+    Bound(usize),
+    /// Capture a bound graph for this key, then launch it.
+    Capture(Vec<u64>),
 }

@@ -134,7 +134,7 @@ impl Recording {
             steps,
             self.arena.clone(),
         )?;
-        let first = plan.outputs(alias, Vec::new())?;
+        let first = plan.outputs(alias, &[], &mut [])?;
         Ok((plan, first))
     }
 }
