@@ -38,6 +38,8 @@ pub(crate) struct BoundGraphs {
     pub made: usize,
     /// Replays that ran a bound graph.
     pub replays: u64,
+    /// A capture failed (the driver refused it): this plan makes no more.
+    given_up: bool,
 }
 
 /// What a replay does with its key.
@@ -53,6 +55,9 @@ pub(crate) enum Lookup {
 impl BoundGraphs {
     /// Looks `key` up; remembers a miss, so that the same key again soon asks for a capture.
     pub fn lookup(&mut self, key: &[u64]) -> Lookup {
+        if self.given_up {
+            return Lookup::Miss;
+        }
         if let Some(i) = self.graphs.iter().position(|(k, _)| k.as_slice() == key) {
             self.replays += 1;
             return Lookup::Hit(i);
@@ -66,6 +71,13 @@ impl BoundGraphs {
         }
         self.misses.push(key.to_vec());
         Lookup::Miss
+    }
+
+    /// A capture failed: every later replay takes the plain path (a capture that fails once,
+    /// say because another thread used the stream, would cost each time it was tried).
+    pub fn give_up(&mut self) {
+        self.given_up = true;
+        self.misses.clear();
     }
 
     /// The graph a hit named.
@@ -122,6 +134,18 @@ mod tests {
         }
         assert_eq!(runs.load(Ordering::Relaxed), 2);
         assert_eq!((b.made, b.replays), (1, 2));
+    }
+
+    #[test]
+    fn after_a_failed_capture_every_key_misses() {
+        let mut b = BoundGraphs::default();
+        assert!(matches!(b.lookup(&[1]), Lookup::Miss));
+        assert!(matches!(b.lookup(&[1]), Lookup::Capture));
+        b.give_up();
+        for _ in 0..3 {
+            assert!(matches!(b.lookup(&[1]), Lookup::Miss));
+        }
+        assert_eq!(b.made, 0);
     }
 
     #[test]

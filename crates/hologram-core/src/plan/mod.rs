@@ -450,6 +450,7 @@ impl Plan {
                     Some(g) => state.bound.insert(key, g).replay()?,
                     None => {
                         // The capture queued nothing that runs: run the steps one by one.
+                        state.bound.give_up();
                         for step in &self.steps {
                             self.run_step(step, &moves)?;
                         }
