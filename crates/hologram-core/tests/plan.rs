@@ -36,6 +36,18 @@ fn step(t: &[Tensor]) -> Result<Vec<Tensor>> {
     Ok(vec![y, h.mean(&[0], true)?, logits])
 }
 
+/// Shapes of [`step`]'s inputs.
+const SHAPES: [&[usize]; 4] = [&[8, 16], &[16, 32], &[32], &[32, 4]];
+
+/// Inputs for [`step`], seeded from `seed` up.
+fn step_inputs(exec: &Executor, seed: u32) -> Vec<Tensor> {
+    SHAPES
+        .iter()
+        .enumerate()
+        .map(|(i, s)| tensor(exec, s, seed + i as u32))
+        .collect()
+}
+
 fn bits(t: &Tensor) -> Vec<u8> {
     t.to_bytes().unwrap()
 }
@@ -43,12 +55,7 @@ fn bits(t: &Tensor) -> Vec<u8> {
 #[test]
 fn replays_match_eager_execution_bit_for_bit() {
     for exec in common::executors() {
-        let shapes: [&[usize]; 4] = [&[8, 16], &[16, 32], &[32], &[32, 4]];
-        let inputs: Vec<Tensor> = shapes
-            .iter()
-            .enumerate()
-            .map(|(i, s)| tensor(&exec, s, i as u32))
-            .collect();
+        let inputs = step_inputs(&exec, 0);
         let (plan, first) = Plan::record(&exec, &inputs, step).unwrap();
         let eager = step(&inputs).unwrap();
         for (a, b) in first.iter().zip(&eager) {
@@ -56,11 +63,7 @@ fn replays_match_eager_execution_bit_for_bit() {
         }
         // New inputs: the replay computes on them, not on the recorded values.
         for round in 1..4u32 {
-            let inputs: Vec<Tensor> = shapes
-                .iter()
-                .enumerate()
-                .map(|(i, s)| tensor(&exec, s, 100 * round + i as u32))
-                .collect();
+            let inputs = step_inputs(&exec, 100 * round);
             let got = plan.run(&inputs).unwrap();
             let want = step(&inputs).unwrap();
             for (a, b) in got.iter().zip(&want) {
@@ -392,12 +395,7 @@ fn large_inputs_and_outputs_move_to_the_plans_edges() {
 #[test]
 fn a_loop_on_the_same_memory_replays_a_graph_bound_to_it() {
     for exec in common::executors() {
-        let shapes: [&[usize]; 4] = [&[8, 16], &[16, 32], &[32], &[32, 4]];
-        let inputs: Vec<Tensor> = shapes
-            .iter()
-            .enumerate()
-            .map(|(i, s)| tensor(&exec, s, i as u32))
-            .collect();
+        let inputs = step_inputs(&exec, 0);
         let (plan, first) = Plan::record(&exec, &inputs, step).unwrap();
         drop(first);
         // A training loop: the batch is rewritten where it is, the outputs of a step are dropped
@@ -410,8 +408,9 @@ fn a_loop_on_the_same_memory_replays_a_graph_bound_to_it() {
             let got: Vec<Vec<u8>> = plan.run(&inputs).unwrap().iter().map(bits).collect();
             results.push((round, got));
         }
+        let bound_before = plan.stats().bound_replays;
         // Another caller's memory for the batch, then the loop's again.
-        let other = tensor(&exec, shapes[0], 999);
+        let other = tensor(&exec, SHAPES[0], 999);
         let elsewhere: Vec<Vec<u8>> = plan
             .run(&[
                 other.clone(),
@@ -423,6 +422,7 @@ fn a_loop_on_the_same_memory_replays_a_graph_bound_to_it() {
             .iter()
             .map(bits)
             .collect();
+        drop(plan.run(&inputs).unwrap());
         for (round, got) in &results {
             inputs[0]
                 .write_bytes(&bytemuck_f32(&data(8 * 16, 100 * round)))
@@ -447,6 +447,8 @@ fn a_loop_on_the_same_memory_replays_a_graph_bound_to_it() {
             // turns: two sets of addresses), launched on the later replays.
             assert!((1..=2).contains(&s.bound_graphs), "{exec:?}: {s:?}");
             assert!(s.bound_replays >= 4, "{exec:?}: {s:?}");
+            // The other batch took the plain path; the loop's memory found its graph again.
+            assert_eq!(s.bound_replays, bound_before + 1, "{exec:?}: {s:?}");
         } else {
             assert_eq!((s.bound_graphs, s.bound_replays), (0, 0), "{exec:?}: {s:?}");
         }
