@@ -86,8 +86,9 @@ def plan_profiles() -> list:
 
 def plan_stats() -> list:
     """``(graph kind, stats)`` of every live plan of the ``hologram`` backend: steps, launches,
-    GEMMs, copies, peak memory, whether replays run as one CUDA graph (``captured``) and
-    replays (see :attr:`hologram.Plan.stats`)."""
+    GEMMs, copies, peak memory, whether replays run as one CUDA graph (``captured``), replays,
+    and replays that ran a graph bound to the caller's memory (``bound_replays``: no input or
+    output copies; see :attr:`hologram.Plan.stats`)."""
     return [(g.kind, plan.stats) for g in list(_GRAPHS) for sig in g.plans.values() for plan in sig.instances]
 
 
