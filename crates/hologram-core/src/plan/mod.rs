@@ -225,14 +225,13 @@ impl Plan {
         // Every step runs from the host (no graph), or a bound graph holds every step: each
         // input and output its steps can use in place. `HOLOGRAM_PLAN_BOUND=0` keeps the
         // copies of a captured plan, for comparison.
-        let in_place = use_edges.then(|| edges::find(&steps, &inputs, &outputs, &own_refs, false));
+        let bound_on = std::env::var_os("HOLOGRAM_PLAN_BOUND").is_none_or(|v| v != "0");
         let mut bound_edges = None;
-        if let Some(in_place) = in_place {
+        if use_edges && (graph.is_none() || bound_on) {
+            let in_place = edges::find(&steps, &inputs, &outputs, &own_refs, false);
             if graph.is_none() {
                 edges = in_place;
-            } else if std::env::var_os("HOLOGRAM_PLAN_BOUND").is_none_or(|v| v != "0")
-                && !(in_place.inputs.is_empty() && in_place.outputs.is_empty())
-            {
+            } else if !(in_place.inputs.is_empty() && in_place.outputs.is_empty()) {
                 bound_edges = Some(in_place);
             }
         }
