@@ -367,7 +367,8 @@ fn native_rows_match_the_interpreter_bit_for_bit() {
 
 /// Reductions over a leading axis (the lane template, one output per lane, lanes next to each
 /// other in memory): the CPU's native loop reduces lanes in tiles, each lane in its own order,
-/// and gives the interpreter's bits, for whole and partial tiles, NaNs and ties included.
+/// and gives the interpreter's bits, for whole and partial tiles, NaNs and ties included; and
+/// so do reductions along the last axis and over everything (the block template).
 #[test]
 fn native_lane_reductions_match_the_interpreter_bit_for_bit() {
     let _shared = launching();
@@ -376,12 +377,13 @@ fn native_lane_reductions_match_the_interpreter_bit_for_bit() {
         hologram_core::BackendType::Cpu,
         std::sync::Arc::new(hologram_backends::CpuBackend::interpreter_only()),
     );
-    let shapes: [(&[usize], isize); 5] = [
+    let shapes: [(&[usize], isize); 6] = [
         (&[300, 7], 0),
         (&[64, 256], 0),
         (&[33, 37], 0),
         (&[3, 50, 40], 1),
         (&[20, 1000], 0),
+        (&[5, 3000], 0),
     ];
     for dt in [DType::F32, DType::F16, DType::I32] {
         let mut rng = Rng(5);
@@ -401,6 +403,11 @@ fn native_lane_reductions_match_the_interpreter_bit_for_bit() {
                     t.min(&[axis], false).unwrap().to_bytes().unwrap(),
                     t.argmax(Some(axis), false).unwrap().to_bytes().unwrap(),
                     t.argmin(Some(axis), false).unwrap().to_bytes().unwrap(),
+                    // Along the last axis and over everything: the block template (runs of
+                    // its 256 lanes, the last one shorter).
+                    t.sum(&[-1], false).unwrap().to_bytes().unwrap(),
+                    t.max(&[-1], false).unwrap().to_bytes().unwrap(),
+                    t.sum(&[], false).unwrap().to_bytes().unwrap(),
                 ]
             };
             assert_eq!(
