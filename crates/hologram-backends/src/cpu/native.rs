@@ -53,6 +53,10 @@ pub(crate) struct NativeMap {
     walks: Vec<Option<WalkLoad>>,
     /// Per body instruction: it only computes the index of a walk load, which needs none.
     skip: Vec<bool>,
+    /// Per body instruction: a walk load of a broadcast scalar into a register nothing else
+    /// writes. Each participant fills its register once per launch, not once per chunk (a
+    /// scalar operand uploaded as a 0-d buffer cost a pass over every chunk).
+    filled_once: Vec<bool>,
 }
 
 impl NativeMap {
@@ -182,6 +186,14 @@ impl NativeMap {
             }
         }
         let is_walk: Vec<bool> = walks.iter().map(Option::is_some).collect();
+        let filled_once = body
+            .iter()
+            .zip(&walks)
+            .map(|(inst, walk)| {
+                let only_def = inst.op.dst().is_some_and(|&d| defs[d as usize] == 1);
+                only_def && walk.as_ref().is_some_and(WalkLoad::is_constant)
+            })
+            .collect();
         let skip = native_walk::skippable(&feeds, &uses, &is_walk);
         let gid_slot = gid_slot.filter(|&g| reads_slot(k, pattern.body_start, &skip, &walks, g));
         let splatted = (0..k.consts.len().min(MAX_CONST_SLOTS))
@@ -190,6 +202,7 @@ impl NativeMap {
         NativeMap {
             walks,
             skip,
+            filled_once,
             pattern,
             invariant_divisions,
             stores,
@@ -394,6 +407,28 @@ impl NativeMap {
             if s.idx.len() < width {
                 s.idx.resize(width, 0);
             }
+            let body = &k.insts[self.pattern.body_start..];
+            for (i, x) in body.iter().enumerate() {
+                if let (true, Some(walk), XOp::Load { d, array, .. }) =
+                    (self.filled_once[i], &self.walks[i], &x.op)
+                {
+                    // SAFETY: the slot owns `width` u64 words, room for `width` elements of the
+                    // load's type; the view is a live buffer no chunk writes (`can_run`).
+                    let region = unsafe { s.file.as_mut_ptr().add(*d as usize * width) };
+                    let ok = unsafe {
+                        walk.fill(
+                            const_bits,
+                            0,
+                            width,
+                            region as *mut u8,
+                            &globals[*array as usize],
+                        )
+                    };
+                    if !ok {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
         };
         let run_chunk = |s: &mut Scratch, c: usize| {
             if failed.load(std::sync::atomic::Ordering::Relaxed) {
@@ -444,7 +479,7 @@ impl NativeMap {
                     };
                     fill_splat(region, const_bits[ci as usize], ty.size_bytes());
                 }
-                if self.skip[i] {
+                if self.skip[i] || self.filled_once[i] {
                     continue;
                 }
                 if let (Some(walk), XOp::Load { d, array, .. }) = (&self.walks[i], &x.op) {

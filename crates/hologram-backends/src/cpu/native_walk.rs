@@ -197,6 +197,11 @@ pub(crate) fn skippable(feeds: &[Feed], uses: &[u32], loads: &[bool]) -> Vec<boo
 }
 
 impl WalkLoad {
+    /// True when every element reads the same one (a broadcast scalar).
+    pub(crate) fn is_constant(&self) -> bool {
+        self.constant
+    }
+
     /// Writes the loaded elements of gids `start..start + len` to `dst`; false when the launch
     /// must go to the interpreter instead (an index out of bounds, a zero divisor, an index past
     /// `u32`, a buffer other threads may write).
