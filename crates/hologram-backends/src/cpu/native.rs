@@ -412,9 +412,10 @@ impl NativeMap {
                 if let (true, Some(walk), XOp::Load { d, array, .. }) =
                     (self.filled_once[i], &self.walks[i], &x.op)
                 {
+                    // SAFETY: the file holds `num_slots * width` words (resized above).
+                    let region = unsafe { s.file.as_mut_ptr().add(*d as usize * width) };
                     // SAFETY: the slot owns `width` u64 words, room for `width` elements of the
                     // load's type; the view is a live buffer no chunk writes (`can_run`).
-                    let region = unsafe { s.file.as_mut_ptr().add(*d as usize * width) };
                     let ok = unsafe {
                         walk.fill(
                             const_bits,
