@@ -362,9 +362,11 @@ where
     let xixp = xix.map(|v| Ptr(v.base));
     let oixp = outix.map(|v| Ptr(v.base));
     let w = BLOCK as usize;
-    // Each task reduces at least PARALLEL_MIN elements: waking the pool for less costs more.
+    // Each task reduces at least PARALLEL_MIN elements: waking the pool for less costs more. A
+    // block reduces up to `clen` elements (a sum of 2^20 elements took one task when this
+    // counted a block as `w` elements).
     let min_blocks = if a.parallel {
-        (super::native::PARALLEL_MIN / w).max(1)
+        (super::native::PARALLEL_MIN / clen.min(rlen).max(1)).max(1)
     } else {
         blocks
     };
