@@ -93,23 +93,14 @@ pub(super) fn widen<S: ToWide + 'static, A: FromWide + 'static>(s: S) -> A {
 /// compiler specializes: a `match` on the combine per element kept the loops scalar.
 macro_rules! with_fold {
     ($c:expr, |$f:ident| $body:expr) => {
+        with_fold!(@arms $c, $f, $body, Sum, Prod, Max, Min)
+    };
+    (@arms $c:expr, $f:ident, $body:expr, $($combine:ident),*) => {
         match $c {
-            Combine::Sum => {
-                let $f = |acc, x| fold(Combine::Sum, acc, x);
+            $(Combine::$combine => {
+                let $f = |acc, x| fold(Combine::$combine, acc, x);
                 $body
-            }
-            Combine::Prod => {
-                let $f = |acc, x| fold(Combine::Prod, acc, x);
-                $body
-            }
-            Combine::Max => {
-                let $f = |acc, x| fold(Combine::Max, acc, x);
-                $body
-            }
-            Combine::Min => {
-                let $f = |acc, x| fold(Combine::Min, acc, x);
-                $body
-            }
+            })*
             // The arg reductions never come here (they keep an index).
             other => {
                 let $f = |acc, x| fold(other, acc, x);
@@ -409,7 +400,9 @@ where
                 let run = |r: usize| unsafe { xs.add(rowbase + start + r * w) };
                 with_fold!(c, |f| {
                     fold_rows(&mut acc, full, run, f);
-                    fold_rows(&mut acc[..rest], usize::from(rest > 0), |_| run(full), f);
+                    if rest > 0 {
+                        fold_rows(&mut acc[..rest], 1, |_| run(full), f);
+                    }
                 });
             }
             let mut s = w / 2;
