@@ -215,6 +215,11 @@ def _to_numpy(t: _native.Tensor) -> np.ndarray:
     if dt is None:  # bf16 without ml_dtypes: widen to float32
         bits = np.frombuffer(t.to_bytes(), dtype=np.uint16).astype(np.uint32) << 16
         return bits.view(np.float32).reshape(tuple(t.shape))
+    # Page-locked memory lent by the backend (a CUDA device fills it in one DMA); the array
+    # owns it and gives it back when freed.
+    pinned = _native.read_pinned(t)
+    if pinned is not None:
+        return np.asarray(pinned)
     # One copy, from the device straight into the new array.
     out = np.empty(tuple(t.shape), dtype=dt)
     t.read_into_address(out.ctypes.data, out.nbytes, out)

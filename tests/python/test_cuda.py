@@ -27,6 +27,31 @@ def test_buffers_round_trip(cuda, rng):
         np.testing.assert_array_equal(b.to_numpy(), x)
 
 
+def test_reads_into_new_arrays_use_lent_page_locked_memory(cuda, rng):
+    """A read of 256 KiB or more lands in page-locked memory from the backend's pool (one DMA);
+    the array owns it, is writable, and gives it back when freed (the next read of that size
+    reuses the block)."""
+    from hologram import _native
+
+    x = rng.standard_normal((512, 1024), dtype=np.float32)  # 2 MiB
+    t = hg.asarray(x, device="cuda")
+    first = t.numpy()
+    assert isinstance(first.base, _native.PinnedHostArray)
+    np.testing.assert_array_equal(first, x)
+    first[0, 0] = 7.0  # the caller's own memory
+    assert t.numpy()[0, 0] == x[0, 0]
+    address = first.ctypes.data
+    del first
+    again = (t * 2).numpy()
+    assert again.ctypes.data == address, "the freed block is lent again"
+    np.testing.assert_array_equal(again, x * 2)
+    # Small reads and bf16 (no NumPy type) take the ordinary path.
+    assert _native.read_pinned(hg.asarray(x[:4], device="cuda")._t) is None
+    del again
+    cuda.empty_cache()  # frees the idle blocks; later reads allocate again
+    np.testing.assert_array_equal(t.numpy(), x)
+
+
 def test_seed_vector_add_on_cuda(cuda, rng):
     n = 1 << 20
     a, b, c = (cuda.allocate(n) for _ in range(3))

@@ -116,3 +116,21 @@ def test_array_protocol_and_repr(ex):
     assert np.asarray(a).tolist() == [1.0, 2.0]
     assert np.add(a, 1).tolist() == [2.0, 3.0]
     assert "Tensor(" in repr(a) and ex.backend in repr(a)
+
+
+def test_large_reads_are_correct_whichever_memory_they_land_in(ex, rng):
+    """Backends whose memory is not host memory may lend page-locked memory for reads of 256 KiB
+    and more (CUDA does); the CPU backend's arrays are views of its own memory and lend none."""
+    from hologram import _native
+
+    x = rng.standard_normal((300, 1024), dtype=np.float32)
+    t = hg.asarray(x, device=ex.backend)
+    lent = _native.read_pinned(t._t)
+    if ex.backend == "cpu":
+        assert lent is None
+    else:
+        assert lent is None or np.array_equal(np.asarray(lent), x)
+    out = (t + 1).numpy()
+    np.testing.assert_array_equal(out, x + 1)
+    out[0, 0] = 123.0
+    assert (t + 1).numpy()[0, 0] == x[0, 0] + 1

@@ -10,6 +10,7 @@ use hologram_isa::Kernel;
 
 use crate::backend_type::BackendType;
 use crate::error::Result;
+use crate::host_buffer::HostBuffer;
 use crate::library::GemmDesc;
 
 /// What a backend's compiler, kernel cache and launch paths have done so far.
@@ -366,6 +367,21 @@ pub trait Backend: Send + Sync {
     fn interop(&self) -> Option<&dyn Interop> {
         None
     }
+
+    /// `len` bytes of page-locked host memory for a device-to-host read into a new host array
+    /// (a NumPy array), lent from a pool the backend keeps: the device copies into it at the
+    /// bus's speed, where a copy into pageable memory goes through the driver's own staging.
+    /// `None` (the default) where the backend lends none: backends whose memory is host memory,
+    /// reads too small to gain from it, or a pool at its limit; callers then read into memory
+    /// of their own.
+    fn pinned_host(&self, len: usize) -> Option<HostBuffer> {
+        let _ = len;
+        None
+    }
+
+    /// Frees the idle blocks of the pool behind [`Backend::pinned_host`] (lent ones come back
+    /// when their arrays are freed); nothing by default.
+    fn release_host_pool(&self) {}
 }
 
 impl From<Value> for KernelArg {

@@ -35,6 +35,7 @@ mod backend_type;
 pub mod cpu;
 pub mod cuda;
 mod error;
+mod host_buffer;
 pub mod launch;
 pub mod library;
 pub mod wgpu;
@@ -46,6 +47,7 @@ pub use backend::{
 pub use backend_type::BackendType;
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};
+pub use host_buffer::{HostBuffer, ReturnBuffer};
 pub use library::{ConvDesc, ConvPass, GemmDesc, GemmPrecision, OuterBatch};
 #[cfg(feature = "wgpu")]
 pub use wgpu::WgpuBackend;

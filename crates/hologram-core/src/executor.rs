@@ -549,9 +549,11 @@ impl Executor {
         self.inner.allocator.stats()
     }
 
-    /// Returns cached free blocks to the device.
+    /// Returns cached free blocks to the device, and idle page-locked host blocks (see
+    /// [`Tensor::read_pinned`](crate::Tensor::read_pinned)) to the system.
     pub fn empty_cache(&self) {
-        self.inner.allocator.empty_cache()
+        self.inner.allocator.empty_cache();
+        self.backend().release_host_pool();
     }
 
     /// All counters: kernel cache, backend, allocator, launches.

@@ -63,7 +63,7 @@ pub use element::Element;
 pub use error::{Error, Result};
 pub use executor::{Executor, ExecutorStats, KernelCacheStats};
 pub use hologram_backends::{
-    BackendStats, Capabilities, CompiledKernel, DeviceInfo, KernelArg, LaunchConfig,
+    BackendStats, Capabilities, CompiledKernel, DeviceInfo, HostBuffer, KernelArg, LaunchConfig,
 };
 pub use ops::{Attention, AttentionGrads, ReduceOp};
 pub use tensor::{BinaryFn, Tensor, UnaryFn};

@@ -112,7 +112,7 @@ fn wrap(t: hologram_core::Result<Tensor>) -> PyRes<PyTensor> {
 }
 
 /// NumPy's typestr for a dtype (None for bf16, which NumPy lacks).
-fn typestr(d: DType) -> Option<&'static str> {
+pub fn typestr(d: DType) -> Option<&'static str> {
     Some(match d {
         DType::Bool => "|b1",
         DType::U8 => "|u1",

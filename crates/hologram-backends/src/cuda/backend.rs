@@ -22,6 +22,7 @@ use super::launch::{self, ErrorRecord};
 use super::memory::{device_address, CudaMemory, Staging, STAGING_THRESHOLD};
 use super::module::Module;
 use super::nvrtc::{self, Output};
+use super::pinned_pool::{self, PinnedPool};
 use super::stats::{self, count, CudaStats, Event};
 use super::stream_order::StreamOrder;
 use crate::backend::{
@@ -74,6 +75,8 @@ pub struct CudaBackend {
     /// A wait gave up on the GPU: the stream may never drain, so no more work is taken.
     stuck: AtomicBool,
     staging: Mutex<Option<Staging>>,
+    /// Page-locked blocks lent to reads into new host arrays (`Backend::pinned_host`).
+    pinned: Arc<PinnedPool>,
     blas: Mutex<Option<std::result::Result<Blas, String>>>,
     /// The device pointer arrays of outer-batched GEMMs (see `gemm_pointers`).
     pointer_arrays: Mutex<PointerArrays>,
@@ -116,6 +119,10 @@ impl CudaBackend {
         let nvrtc_version = nvrtc::version()?;
         let record = ErrorRecord::new(&dev)?;
         let order = StreamOrder::new(&dev);
+        let pinned = Arc::new(PinnedPool::new(
+            dev.ctx.clone(),
+            pinned_pool::limit_from_env()?,
+        ));
         Ok(CudaBackend {
             modules: ModuleCache::new(),
             kernels: Mutex::new(Vec::new()),
@@ -123,6 +130,7 @@ impl CudaBackend {
             queued: Mutex::new(Queued::default()),
             stuck: AtomicBool::new(false),
             staging: Mutex::new(None),
+            pinned,
             blas: Mutex::new(None),
             pointer_arrays: Mutex::new(PointerArrays::default()),
             dnn: Mutex::new(None),
@@ -338,7 +346,7 @@ impl Backend for CudaBackend {
         self.usable()?;
         self.dev.bind()?;
         let at = m.address() + offset as u64;
-        if dst.len() >= STAGING_THRESHOLD {
+        if dst.len() >= STAGING_THRESHOLD && !self.pinned.lends(dst.as_ptr(), dst.len()) {
             self.drain()?;
             let mut s = self.staging()?;
             if let Some(s) = s.as_mut() {
@@ -560,6 +568,14 @@ impl Backend for CudaBackend {
 
     fn library(&self) -> Option<&dyn crate::backend::Library> {
         Some(self)
+    }
+
+    fn pinned_host(&self, len: usize) -> Option<crate::HostBuffer> {
+        self.pinned.lend(len)
+    }
+
+    fn release_host_pool(&self) {
+        self.pinned.release_idle();
     }
 
     fn interop(&self) -> Option<&dyn crate::backend::Interop> {

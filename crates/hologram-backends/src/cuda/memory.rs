@@ -145,6 +145,10 @@ pub(crate) struct Pinned {
     ctx: Arc<CudaContext>,
 }
 
+// SAFETY: a `Pinned` owns its allocation alone; freeing it binds its context on whichever
+// thread drops it.
+unsafe impl Send for Pinned {}
+
 impl Pinned {
     /// Allocates `len` pinned bytes with `cuMemHostAlloc` flags.
     pub(crate) fn new(ctx: &Arc<CudaContext>, len: usize, flags: u32) -> Result<Pinned> {

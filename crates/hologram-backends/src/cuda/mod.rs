@@ -50,6 +50,8 @@ pub mod nvrtc;
 #[cfg(feature = "cuda")]
 pub mod peer;
 #[cfg(feature = "cuda")]
+mod pinned_pool;
+#[cfg(feature = "cuda")]
 mod stream_order;
 
 #[cfg(feature = "cuda")]
