@@ -4,6 +4,7 @@
 
 use hologram_compiler::patterns::MapPattern;
 use hologram_isa::{BinaryOp, Op, Special, Type};
+use smallvec::SmallVec;
 
 use super::compile::{CpuKernel, Slot, XOp, MAX_CONST_SLOTS};
 use super::fanout::{self, Claims};
@@ -57,6 +58,10 @@ pub(crate) struct NativeMap {
     /// writes. Each participant fills its register once per launch, not once per chunk (a
     /// scalar operand uploaded as a 0-d buffer cost a pass over every chunk).
     filled_once: Vec<bool>,
+    /// Per body instruction: a walk load into a register nothing else writes. When the walk
+    /// repeats within a chunk's width (a bias row of 1024 over 4096-element chunks), every
+    /// chunk loads what the first did, so each participant fills the register once per launch.
+    keeps: Vec<bool>,
 }
 
 impl NativeMap {
@@ -186,13 +191,18 @@ impl NativeMap {
             }
         }
         let is_walk: Vec<bool> = walks.iter().map(Option::is_some).collect();
-        let filled_once = body
+        // A walk load whose slot nothing else writes keeps what it loaded from chunk to chunk.
+        let keeps: Vec<bool> = body
             .iter()
             .zip(&walks)
             .map(|(inst, walk)| {
-                let only_def = inst.op.dst().is_some_and(|&d| defs[d as usize] == 1);
-                only_def && walk.as_ref().is_some_and(WalkLoad::is_constant)
+                walk.is_some() && inst.op.dst().is_some_and(|&d| defs[d as usize] == 1)
             })
+            .collect();
+        let filled_once = keeps
+            .iter()
+            .zip(&walks)
+            .map(|(&keeps, walk)| keeps && walk.as_ref().is_some_and(WalkLoad::is_constant))
             .collect();
         let skip = native_walk::skippable(&feeds, &uses, &is_walk);
         let gid_slot = gid_slot.filter(|&g| reads_slot(k, pattern.body_start, &skip, &walks, g));
@@ -203,6 +213,7 @@ impl NativeMap {
             walks,
             skip,
             filled_once,
+            keeps,
             pattern,
             invariant_divisions,
             stores,
@@ -392,6 +403,27 @@ impl NativeMap {
         let fit = (KEEP_SCRATCH_WORDS / k.num_slots.max(1)).max(64) & !63;
         let width = CHUNK.min(fit).min(n.max(1));
         let chunks = n.div_ceil(width);
+        // Walk loads that repeat with a period dividing the width load the same elements into
+        // every chunk (each chunk starts at a multiple of the period); no allocation for the
+        // maps without walks.
+        let periodic: SmallVec<[bool; 16]> =
+            if chunks > 1 && n as u64 <= 1 << 32 && self.keeps.iter().any(|&k| k) {
+                self.walks
+                    .iter()
+                    .zip(&self.keeps)
+                    .map(|(walk, &keeps)| {
+                        keeps
+                            && walk
+                                .as_ref()
+                                .and_then(|w| w.period(const_bits))
+                                .is_some_and(|period| width as u64 % period == 0)
+                    })
+                    .collect()
+            } else {
+                SmallVec::new()
+            };
+        let filled_once =
+            |i: usize| self.filled_once[i] || periodic.get(i).copied().unwrap_or(false);
         let make_state = |s: &mut Scratch| {
             // Not cleared: a map reads no register before writing it (`recognize_map` takes no
             // kernel with zero-initialized registers), so what an earlier launch left is never
@@ -410,7 +442,7 @@ impl NativeMap {
             let body = &k.insts[self.pattern.body_start..];
             for (i, x) in body.iter().enumerate() {
                 if let (true, Some(walk), XOp::Load { d, array, .. }) =
-                    (self.filled_once[i], &self.walks[i], &x.op)
+                    (filled_once(i), &self.walks[i], &x.op)
                 {
                     // SAFETY: the file holds `num_slots * width` words (resized above).
                     let region = unsafe { s.file.as_mut_ptr().add(*d as usize * width) };
@@ -480,7 +512,7 @@ impl NativeMap {
                     };
                     fill_splat(region, const_bits[ci as usize], ty.size_bytes());
                 }
-                if self.skip[i] || self.filled_once[i] {
+                if self.skip[i] || filled_once(i) {
                     continue;
                 }
                 if let (Some(walk), XOp::Load { d, array, .. }) = (&self.walks[i], &x.op) {

@@ -202,6 +202,15 @@ impl WalkLoad {
         self.constant
     }
 
+    /// How many consecutive elements the walk's indexes repeat after (`p * m`: a bias row over
+    /// the rows of a matrix repeats every row), for a walk with a remainder; `None` without
+    /// one, or for a zero divisor (the interpreter's case).
+    pub(crate) fn period(&self, consts: &[u64]) -> Option<u64> {
+        let m = consts[self.rem?] & 0xffff_ffff;
+        let p = self.div.map_or(1, |c| consts[c] & 0xffff_ffff);
+        (p > 0 && m > 0).then(|| p * m)
+    }
+
     /// Writes the loaded elements of gids `start..start + len` to `dst`; false when the launch
     /// must go to the interpreter instead (an index out of bounds, a zero divisor, an index past
     /// `u32`, a buffer other threads may write).
@@ -371,6 +380,31 @@ mod tests {
                 assert_eq!(v, want, "p={p} m={m} o={o} element {g}");
             }
         }
+    }
+
+    #[test]
+    fn walks_that_repeat_within_a_chunk_load_every_chunk_alike() {
+        // Periods that divide the 4096-element chunk (a bias row, a batch norm's channels) are
+        // filled once per launch; the others (period 1000, 4096 * 3) chunk by chunk. Several
+        // chunks, a short last one, and more than one chunk per participant.
+        for (p, m, o, b_len, n) in [
+            (1, 1024, 0, 1024, 3 * 4096 + 100),
+            (1, 1024, 5, 1030, 70_000),
+            (4, 8, 1, 9, 20_000),
+            (256, 16, 0, 16, 4096 * 40),
+            (1, 4096, 0, 4096, 9000),
+            (1, 1000, 0, 1000, 10_000),
+            (4096, 3, 0, 3, 20_000),
+        ] {
+            let got = run(p, m, o, b_len, n).expect("in bounds");
+            for (g, &v) in got.iter().enumerate() {
+                let want = 1000 + ((g as u32 / p) % m + o);
+                assert_eq!(v, want, "p={p} m={m} o={o} element {g}");
+            }
+        }
+        // Out of bounds is still reported when the walk is filled once.
+        let err = run(1, 1024, 1, 1024, 3 * 4096).expect_err("out of bounds");
+        assert!(err.to_string().contains("out-of-bounds"), "{err}");
     }
 
     /// `y[i] = b[o]`, the index a parameter itself or moved into a register first (what the
