@@ -42,9 +42,11 @@ pub fn contiguous_strides(shape: &[usize]) -> Dims {
 }
 
 /// The shape two shapes broadcast to (NumPy rules), or an error naming both.
-pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Dims> {
     let n = a.len().max(b.len());
-    let mut out = vec![0; n];
+    // Inline up to four dimensions: an operator on two tensors calls this, and a heap vector
+    // per call was one of the few allocations of a small op.
+    let mut out: Dims = smallvec::smallvec![0; n];
     for i in 0..n {
         let da = if i + a.len() >= n {
             a[i + a.len() - n]
@@ -330,7 +332,7 @@ mod tests {
 
     #[test]
     fn broadcasting() {
-        assert_eq!(broadcast_shapes(&[3, 1], &[4]).unwrap(), vec![3, 4]);
+        assert_eq!(broadcast_shapes(&[3, 1], &[4]).unwrap().as_slice(), [3, 4]);
         assert!(broadcast_shapes(&[3], &[4]).is_err());
         let l = Layout::contiguous(&[3, 1])
             .broadcast_to(&[2, 3, 4])
