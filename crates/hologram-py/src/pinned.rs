@@ -13,7 +13,10 @@ use crate::tensor::{typestr, PyTensor};
 /// back to the backend's pool when the array is freed.
 #[pyclass(name = "PinnedHostArray", module = "hologram._native", frozen)]
 pub struct PyPinnedHostArray {
-    buf: HostBuffer,
+    /// Kept for its memory (given back when this object goes).
+    _buf: HostBuffer,
+    /// The first byte, taken from the buffer's writable view: NumPy writes through it.
+    address: usize,
     shape: Vec<usize>,
     typestr: &'static str,
 }
@@ -27,7 +30,7 @@ impl PyPinnedHostArray {
         d.set_item("version", 3)?;
         d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
         d.set_item("typestr", self.typestr)?;
-        d.set_item("data", (self.buf.as_ptr() as usize, false))?;
+        d.set_item("data", (self.address, false))?;
         Ok(d)
     }
 }
@@ -41,11 +44,13 @@ pub fn read_pinned(py: Python<'_>, tensor: &PyTensor) -> PyResult<Option<PyPinne
     let Some(typestr) = typestr(t.dtype()) else {
         return Ok(None);
     };
-    let Some(buf) = run(py, t.executor(), work(&[t]), || t.read_pinned())? else {
+    let Some(mut buf) = run(py, t.executor(), work(&[t]), || t.read_pinned())? else {
         return Ok(None);
     };
+    let address = buf.as_mut_slice().as_mut_ptr() as usize;
     Ok(Some(PyPinnedHostArray {
-        buf,
+        _buf: buf,
+        address,
         shape: t.shape().to_vec(),
         typestr,
     }))

@@ -34,17 +34,16 @@ pub(crate) const MAX_LENT: usize = 256 << 20;
 pub(crate) fn limit_from_env() -> Result<usize> {
     match std::env::var(PINNED_ENV) {
         Err(_) => Ok(DEFAULT_LIMIT_MB << 20),
-        Ok(v) => {
-            v.trim()
-                .parse::<usize>()
-                .map(|mb| mb << 20)
-                .map_err(|_| BackendError::Unavailable {
-                    backend: "cuda".into(),
-                    reason: format!(
-                        "{PINNED_ENV}={v} is not a whole number of MiB (0 turns pinned reads off)"
-                    ),
-                })
-        }
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map(|mb| mb.saturating_mul(1 << 20))
+            .map_err(|_| BackendError::Unavailable {
+                backend: "cuda".into(),
+                reason: format!(
+                    "{PINNED_ENV}={v} is not a whole number of MiB (0 turns pinned reads off)"
+                ),
+            }),
     }
 }
 
