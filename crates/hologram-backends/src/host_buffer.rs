@@ -47,11 +47,6 @@ impl HostBuffer {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
-    /// The address of the first byte (for handing the memory to NumPy without a copy).
-    pub fn as_ptr(&self) -> *const u8 {
-        self.ptr.as_ptr()
-    }
-
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len

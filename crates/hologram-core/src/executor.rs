@@ -550,7 +550,7 @@ impl Executor {
     }
 
     /// Returns cached free blocks to the device, and idle page-locked host blocks (see
-    /// [`Tensor::read_pinned`](crate::Tensor::read_pinned)) to the system.
+    /// [`Tensor::pinned_buffer`](crate::Tensor::pinned_buffer)) to the system.
     pub fn empty_cache(&self) {
         self.inner.allocator.empty_cache();
         self.backend().release_host_pool();

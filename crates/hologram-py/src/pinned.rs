@@ -36,17 +36,20 @@ impl PyPinnedHostArray {
 }
 
 /// The tensor's elements in page-locked memory lent by its backend (see
-/// `Tensor::read_pinned`), or None where the backend lends none for this read (the caller then
-/// reads into an array of its own).
+/// `Tensor::pinned_buffer`), or None where the backend lends none for this read (the caller then
+/// reads into an array of its own). Only the read releases the GIL: a read the backend lends
+/// nothing for (any small one) returns at once.
 #[pyfunction]
 pub fn read_pinned(py: Python<'_>, tensor: &PyTensor) -> PyResult<Option<PyPinnedHostArray>> {
     let t = &tensor.t;
     let Some(typestr) = typestr(t.dtype()) else {
         return Ok(None);
     };
-    let Some(mut buf) = run(py, t.executor(), work(&[t]), || t.read_pinned())? else {
+    let Some(mut buf) = t.pinned_buffer() else {
         return Ok(None);
     };
+    let bytes = buf.as_mut_slice();
+    run(py, t.executor(), work(&[t]), || t.read_bytes(bytes))?;
     let address = buf.as_mut_slice().as_mut_ptr() as usize;
     Ok(Some(PyPinnedHostArray {
         _buf: buf,

@@ -54,13 +54,10 @@ pub(crate) struct NativeMap {
     walks: Vec<Option<WalkLoad>>,
     /// Per body instruction: it only computes the index of a walk load, which needs none.
     skip: Vec<bool>,
-    /// Per body instruction: a walk load of a broadcast scalar into a register nothing else
-    /// writes. Each participant fills its register once per launch, not once per chunk (a
-    /// scalar operand uploaded as a 0-d buffer cost a pass over every chunk).
-    filled_once: Vec<bool>,
     /// Per body instruction: a walk load into a register nothing else writes. When the walk
-    /// repeats within a chunk's width (a bias row of 1024 over 4096-element chunks), every
-    /// chunk loads what the first did, so each participant fills the register once per launch.
+    /// repeats within a chunk's width (a broadcast scalar, period 1: torch lowering's 0-d
+    /// scalars; a bias row of 1024 over 4096-element chunks), every chunk loads what the first
+    /// did, so each participant fills the register once per launch, not once per chunk.
     keeps: Vec<bool>,
 }
 
@@ -199,11 +196,6 @@ impl NativeMap {
                 walk.is_some() && inst.op.dst().is_some_and(|&d| defs[d as usize] == 1)
             })
             .collect();
-        let filled_once = keeps
-            .iter()
-            .zip(&walks)
-            .map(|(&keeps, walk)| keeps && walk.as_ref().is_some_and(WalkLoad::is_constant))
-            .collect();
         let skip = native_walk::skippable(&feeds, &uses, &is_walk);
         let gid_slot = gid_slot.filter(|&g| reads_slot(k, pattern.body_start, &skip, &walks, g));
         let splatted = (0..k.consts.len().min(MAX_CONST_SLOTS))
@@ -212,7 +204,6 @@ impl NativeMap {
         NativeMap {
             walks,
             skip,
-            filled_once,
             keeps,
             pattern,
             invariant_divisions,
@@ -404,26 +395,26 @@ impl NativeMap {
         let width = CHUNK.min(fit).min(n.max(1));
         let chunks = n.div_ceil(width);
         // Walk loads that repeat with a period dividing the width load the same elements into
-        // every chunk (each chunk starts at a multiple of the period); no allocation for the
-        // maps without walks.
-        let periodic: SmallVec<[bool; 16]> =
-            if chunks > 1 && n as u64 <= 1 << 32 && self.keeps.iter().any(|&k| k) {
-                self.walks
-                    .iter()
-                    .zip(&self.keeps)
-                    .map(|(walk, &keeps)| {
-                        keeps
-                            && walk
-                                .as_ref()
-                                .and_then(|w| w.period(const_bits))
-                                .is_some_and(|period| width as u64 % period == 0)
-                    })
-                    .collect()
-            } else {
-                SmallVec::new()
-            };
-        let filled_once =
-            |i: usize| self.filled_once[i] || periodic.get(i).copied().unwrap_or(false);
+        // every chunk (each chunk starts at a multiple of the period; past 2^32 elements only a
+        // scalar's does, `%gid` being 32 bits); no allocation for the maps without walks.
+        let once: SmallVec<[bool; 16]> = if self.keeps.iter().any(|&k| k) {
+            self.walks
+                .iter()
+                .zip(&self.keeps)
+                .map(|(walk, &keeps)| {
+                    keeps
+                        && walk
+                            .as_ref()
+                            .and_then(|w| w.period(const_bits))
+                            .is_some_and(|period| {
+                                width as u64 % period == 0 && (period == 1 || n as u64 <= 1 << 32)
+                            })
+                })
+                .collect()
+        } else {
+            SmallVec::new()
+        };
+        let filled_once = |i: usize| once.get(i).copied().unwrap_or(false);
         let make_state = |s: &mut Scratch| {
             // Not cleared: a map reads no register before writing it (`recognize_map` takes no
             // kernel with zero-initialized registers), so what an earlier launch left is never

@@ -197,15 +197,13 @@ pub(crate) fn skippable(feeds: &[Feed], uses: &[u32], loads: &[bool]) -> Vec<boo
 }
 
 impl WalkLoad {
-    /// True when every element reads the same one (a broadcast scalar).
-    pub(crate) fn is_constant(&self) -> bool {
-        self.constant
-    }
-
-    /// How many consecutive elements the walk's indexes repeat after (`p * m`: a bias row over
-    /// the rows of a matrix repeats every row), for a walk with a remainder; `None` without
-    /// one, or for a zero divisor (the interpreter's case).
+    /// How many consecutive elements the walk's indexes repeat after: 1 for a broadcast scalar,
+    /// `p * m` for a walk with a remainder (a bias row over the rows of a matrix repeats every
+    /// row); `None` for a walk without one, or with a zero divisor (the interpreter's case).
     pub(crate) fn period(&self, consts: &[u64]) -> Option<u64> {
+        if self.constant {
+            return Some(1);
+        }
         let m = consts[self.rem?] & 0xffff_ffff;
         let p = self.div.map_or(1, |c| consts[c] & 0xffff_ffff);
         (p > 0 && m > 0).then(|| p * m)

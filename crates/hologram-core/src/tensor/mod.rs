@@ -311,18 +311,16 @@ impl Tensor {
         storage.read(layout.offset * self.dtype.size(), out)
     }
 
-    /// The elements in row-major order in page-locked host memory lent by the backend
-    /// ([`Backend::pinned_host`](hologram_backends::Backend::pinned_host)), which the device
-    /// fills at the bus's speed; the memory goes back to the backend's pool when the buffer is
-    /// dropped. `None` where the backend lends none for this size (the CPU and wgpu backends,
-    /// small or very large tensors, a pool at its cap): read with [`Tensor::read_bytes`] then.
-    pub fn read_pinned(&self) -> Result<Option<HostBuffer>> {
-        let len = self.numel() * self.dtype.size();
-        let Some(mut buf) = self.exec.backend().pinned_host(len) else {
-            return Ok(None);
-        };
-        self.read_bytes(buf.as_mut_slice())?;
-        Ok(Some(buf))
+    /// Page-locked host memory for this tensor's elements, lent by the backend
+    /// ([`Backend::pinned_host`](hologram_backends::Backend::pinned_host)): a
+    /// [`Tensor::read_bytes`] into it is one DMA at the bus's speed, and the memory goes back
+    /// to the backend's pool when the buffer is dropped. `None` where the backend lends none
+    /// for this size (the CPU and wgpu backends, small or very large tensors, a pool at its
+    /// cap). Asking runs nothing on the device.
+    pub fn pinned_buffer(&self) -> Option<HostBuffer> {
+        self.exec
+            .backend()
+            .pinned_host(self.numel() * self.dtype.size())
     }
 
     /// The elements in row-major order; `T` must match the dtype (`u8` for bool).
