@@ -49,9 +49,13 @@ def _as_tensor_like(x: Operand, like: Tensor) -> Tensor:
     return full((), x, dtype=like.dtype, device=like.executor)
 
 
-class Tensor:
+class Tensor(_native.TensorBase):
     """An n-dimensional array on a device. Element-wise operations are recorded lazily and run
     as one fused kernel when the result is needed (printing, ``.numpy()``, a reduction, ...).
+
+    ``Tensor(data, dtype=None, device=None)`` makes one from what :func:`asarray` takes. The
+    operators, comparisons, unary math (``exp``, ``relu``, ...), ``realize``, ``sum`` and
+    ``item`` are methods of the native base class: each is one native call.
 
     >>> import hologram as hg
     >>> a = hg.asarray([1.0, -2.0, 3.0], device='cpu')
@@ -59,19 +63,17 @@ class Tensor:
     [2.0, 0.0, 6.0]
     """
 
-    __slots__ = ("_t", "__weakref__")
-    _t: _native.Tensor
+    __slots__ = ()
     __array_priority__ = 100
-
-    def __init__(self, data: Any, dtype: DTypeLike = None, device: Device = None) -> None:
-        t = asarray(data, dtype=dtype, device=device)
-        self._t = t._t
 
     @classmethod
     def _wrap(cls, t: _native.Tensor) -> Tensor:
-        obj = cls.__new__(cls)
-        obj._t = t
-        return obj
+        return cls(t)
+
+    def __copy__(self) -> Tensor:
+        """Another Tensor over the same native tensor (a tensor's elements change only through
+        explicit writes: ``x[...] = v``, ``copy_into``)."""
+        return Tensor(self._t)
 
     # ----- metadata -----
     @property
@@ -120,10 +122,6 @@ class Tensor:
         """The contents as (nested) Python lists of numbers."""
         return self.numpy().tolist()
 
-    def item(self) -> bool | int | float:
-        """The one element as a Python bool, int or float (by dtype)."""
-        return self._t.value()
-
     def __float__(self) -> float:
         return float(self._t.item())
 
@@ -152,12 +150,6 @@ class Tensor:
         runs when its elements are needed, fused with what reads it)."""
         return bool(self._t.is_lazy)
 
-    def realize(self) -> "Tensor":
-        """Runs any pending expression."""
-        r = _new_object(Tensor)
-        r._t = self._t.realize()
-        return r
-
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         return self._t.__dlpack__(stream)
 
@@ -169,48 +161,13 @@ class Tensor:
         return f"Tensor({body}, dtype={self._t.dtype}, device='{self.device}')"
 
     # ----- element-wise -----
-    # Each operator is one native call plus its wrapper object, made inline (a call to _wrap
-    # would be another Python frame on the hottest path). The native side takes the other
-    # operand as it comes (a Tensor, a number) and raises TypeError for anything else.
+    # `+ - * % & | ^`, the comparisons, `-x`, `abs(x)`, `~x` and the unary math methods are the
+    # native base's (one native call each); the ones with dtype rules of their own are here.
     def _bin(self, name: str, other: Operand, reverse: bool = False) -> Tensor:
         return _wrap(self._t.binary(name, other, reverse))
 
-    def __add__(self, o: Operand) -> Tensor:
-        r = _new_object(Tensor)
-        r._t = self._t.binary("add", o)
-        return r
-
-    def __radd__(self, o: Operand) -> Tensor:
-        r = _new_object(Tensor)
-        r._t = self._t.binary("add", o, True)
-        return r
-
-    def __sub__(self, o: Operand) -> Tensor:
-        r = _new_object(Tensor)
-        r._t = self._t.binary("sub", o)
-        return r
-
-    def __rsub__(self, o: Operand) -> Tensor:
-        r = _new_object(Tensor)
-        r._t = self._t.binary("sub", o, True)
-        return r
-
-    def __mul__(self, o: Operand) -> Tensor:
-        r = _new_object(Tensor)
-        r._t = self._t.binary("mul", o)
-        return r
-
-    def __rmul__(self, o: Operand) -> Tensor:
-        r = _new_object(Tensor)
-        r._t = self._t.binary("mul", o, True)
-        return r
-
-    def __mod__(self, o: Operand) -> Tensor: return _wrap(self._t.binary("rem", o))
     def __pow__(self, o: Operand) -> Tensor: return self._as_float()._bin("pow", o)
     def __rpow__(self, o: Operand) -> Tensor: return self._as_float()._bin("pow", o, True)
-    def __and__(self, o: Operand) -> Tensor: return _wrap(self._t.binary("and", o))
-    def __or__(self, o: Operand) -> Tensor: return _wrap(self._t.binary("or", o))
-    def __xor__(self, o: Operand) -> Tensor: return _wrap(self._t.binary("xor", o))
 
     def _as_float(self) -> "Tensor":
         return self if self._t.dtype.startswith(("f", "b")) and self._t.dtype != "bool" else self.astype("float32")
@@ -227,46 +184,13 @@ class Tensor:
             return (self / o).floor()
         return self._bin("div", o)
 
-    def __neg__(self) -> Tensor: return _wrap(self._t.unary("neg"))
-    def __abs__(self) -> Tensor: return _wrap(self._t.unary("abs"))
-    def __invert__(self) -> Tensor: return _wrap(self._t.unary("logical_not"))
     def __pos__(self) -> Tensor: return self
 
     def __matmul__(self, o: Operand) -> Tensor: return matmul(self, o)
     def __rmatmul__(self, o: Operand) -> Tensor: return matmul(asarray(o, device=self.executor), self)
 
-    def __eq__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("eq", o))  # type: ignore[override]
-    def __ne__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("ne", o))  # type: ignore[override]
-    def __lt__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("lt", o))
-    def __le__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("le", o))
-    def __gt__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("gt", o))
-    def __ge__(self, o: Operand) -> Tensor: return _wrap(self._t.compare("ge", o))
-
+    # The native base compares element-wise (``==`` gives a tensor); tensors hash by identity.
     __hash__ = object.__hash__
-
-    def _un(self, name: str) -> Tensor:
-        return _wrap(self._t.unary(name))
-
-    def abs(self) -> Tensor: return self._un("abs")
-    def sqrt(self) -> Tensor: return self._un("sqrt")
-    def rsqrt(self) -> Tensor: return self._un("rsqrt")
-    def exp(self) -> Tensor: return self._un("exp")
-    def log(self) -> Tensor: return self._un("log")
-    def sin(self) -> Tensor: return self._un("sin")
-    def cos(self) -> Tensor: return self._un("cos")
-    def tan(self) -> Tensor: return self._un("tan")
-    def tanh(self) -> Tensor: return self._un("tanh")
-    def sigmoid(self) -> Tensor: return self._un("sigmoid")
-    def relu(self) -> Tensor: return self._un("relu")
-    def gelu(self) -> Tensor: return self._un("gelu")
-    def silu(self) -> Tensor: return self._un("silu")
-    def erf(self) -> Tensor: return self._un("erf")
-    def floor(self) -> Tensor: return self._un("floor")
-    def ceil(self) -> Tensor: return self._un("ceil")
-    def round(self) -> Tensor: return self._un("round")
-    def trunc(self) -> Tensor: return self._un("trunc")
-    def square(self) -> Tensor: return self._un("square")
-    def reciprocal(self) -> Tensor: return self._un("reciprocal")
 
     def clip(self, min: float | None = None, max: float | None = None) -> Tensor:
         """Each element limited to ``[min, max]`` (either bound may be left out)."""
@@ -276,11 +200,6 @@ class Tensor:
 
     # ----- reductions -----
     # `axis`: None, an int or a sequence of ints, handed to the native side as it is.
-    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        r = _new_object(Tensor)
-        r._t = self._t.reduce("sum", axis, keepdims)
-        return r
-
     def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor: return _wrap(self._t.reduce("mean", axis, keepdims))
     def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor: return _wrap(self._t.reduce("prod", axis, keepdims))
     def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor: return _wrap(self._t.reduce("max", axis, keepdims))
@@ -418,20 +337,14 @@ class Tensor:
         src._t.copy_into(target._t)
 
 
-_new_object = object.__new__
-
-
 def _ints(args: tuple[Any, ...]) -> list[int]:
     """The integers of ``f(2, 3)`` and of ``f([2, 3])`` alike."""
     items = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
     return [int(s) for s in items]
 
 
-def _wrap(t: _native.Tensor) -> Tensor:
-    """A Tensor around a native tensor (what ``Tensor._wrap`` does, without the method lookup)."""
-    obj = _new_object(Tensor)
-    obj._t = t
-    return obj
+#: A Tensor around a native tensor (``Tensor._wrap`` without the method lookup).
+_wrap = Tensor
 
 
 def asarray(obj: Any, dtype: DTypeLike = None, device: Device = None, copy: bool | None = None) -> Tensor:

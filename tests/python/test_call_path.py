@@ -115,6 +115,46 @@ def test_tensor_operands_numbers_and_rejections():
         t._t.binary("add", np.ones(3, np.float32))
 
 
+HOT = ["__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__mod__", "__and__",
+       "__or__", "__xor__", "__eq__", "__lt__", "__neg__", "__abs__", "__invert__", "realize", "sum",
+       "item", "exp", "relu", "sigmoid"]
+
+
+@pytest.mark.parametrize("name", HOT)
+def test_hot_tensor_methods_are_the_native_base_class_methods(name):
+    # No Python frame between the operator and the native call: hologram.Tensor does not
+    # define them, its native base does.
+    assert name not in hg.Tensor.__dict__
+    assert name in _native.TensorBase.__dict__
+
+
+def test_native_results_are_public_tensors_of_the_right_values():
+    t = hg.asarray(np.array([1.0, -2.0, 3.0], np.float32), device="cpu")
+    n = hg.asarray(np.array([1, 6, 3], np.int32), device="cpu")
+    cases = {
+        "t + 1": (t + 1, [2.0, -1.0, 4.0]), "1 - t": (1 - t, [0.0, 3.0, -2.0]),
+        "-t": (-t, [-1.0, 2.0, -3.0]), "abs(t)": (abs(t), [1.0, 2.0, 3.0]),
+        "t.relu()": (t.relu(), [1.0, 0.0, 3.0]), "t == t": (t == t, [True, True, True]),
+        "t != 1": (t != 1, [False, True, True]), "n % 4": (n % 4, [1, 2, 3]),
+        "n & 2": (n & 2, [0, 2, 2]), "~(t > 0)": (~(t > 0), [False, True, False]),
+        "t.realize()": ((t * 2).realize(), [2.0, -4.0, 6.0]), "t.sum(0, True)": (t.sum(0, True), [2.0]),
+    }
+    for what, (got, want) in cases.items():
+        assert type(got) is hg.Tensor, what
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=what)
+    assert t.sum().item() == 2.0 and isinstance(n.sum().item(), int)
+    # Tensors hash by identity (== is element-wise), and copy.copy shares the native tensor.
+    import copy
+
+    assert len({t, t, n}) == 2
+    c = copy.copy(t)
+    assert type(c) is hg.Tensor and c._t is t._t
+    # The constructor takes what asarray takes, a native tensor as it is.
+    assert hg.Tensor(t._t)._t is t._t
+    assert hg.Tensor([1.5, 2.5]).tolist() == [1.5, 2.5]
+    assert hg.Tensor(n, dtype="float32").dtype == np.float32
+
+
 def test_repeated_launches_come_from_the_launch_cache():
     ex = hg.Executor("cpu")
     a, b, c = buffers(ex, *(np.full(64, 2.0, np.float32) for _ in range(3)))

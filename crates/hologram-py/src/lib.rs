@@ -13,6 +13,7 @@ mod plan;
 mod program;
 mod seed_ops;
 mod tensor;
+mod tensor_base;
 mod torch_exchange;
 
 use pyo3::prelude::*;
@@ -35,6 +36,7 @@ fn from_dlpack(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<executor::PyExecutor>()?;
     m.add_class::<tensor::PyTensor>()?;
+    m.add_class::<tensor_base::PyTensorBase>()?;
     m.add_class::<program::PyProgram>()?;
     m.add_class::<plan::PyRecording>()?;
     m.add_class::<plan::PyPlan>()?;

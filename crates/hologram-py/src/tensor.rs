@@ -36,6 +36,9 @@ pub fn operand(obj: &Bound<'_, PyAny>) -> PyRes<Operand> {
     if let Ok(t) = obj.cast::<PyTensor>() {
         return Ok(Operand::Tensor(t.get().t.clone()));
     }
+    if let Ok(t) = obj.cast::<crate::tensor_base::PyTensorBase>() {
+        return Ok(Operand::Tensor(t.get().tensor().clone()));
+    }
     if obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>() {
         return Ok(Operand::Number(obj.extract::<f64>()?));
     }
@@ -109,6 +112,34 @@ pub fn op_names(py: Python<'_>) -> PyRes<Bound<'_, PyDict>> {
 
 fn wrap(t: hologram_core::Result<Tensor>) -> PyRes<PyTensor> {
     Ok(PyTensor { t: t.py()? })
+}
+
+/// `t OP other`, or `other OP t` with `reverse`; `other` is a tensor or a number (see
+/// [`operand`]). The op is recorded, not run.
+pub(crate) fn binary_with(
+    t: &Tensor,
+    f: BinaryFn,
+    other: &Bound<'_, PyAny>,
+    reverse: bool,
+) -> PyRes<hologram_core::Result<Tensor>> {
+    Ok(match (operand(other)?, reverse) {
+        (Operand::Tensor(o), false) => t.binary(f, &o),
+        (Operand::Tensor(o), true) => o.binary(f, t),
+        (Operand::Number(v), false) => t.binary(f, v),
+        (Operand::Number(v), true) => t.rbinary(f, v),
+    })
+}
+
+/// `t CMP other` (a bool tensor, recorded); `other` as in [`binary_with`].
+pub(crate) fn compare_with(
+    t: &Tensor,
+    c: CmpOp,
+    other: &Bound<'_, PyAny>,
+) -> PyRes<hologram_core::Result<Tensor>> {
+    Ok(match operand(other)? {
+        Operand::Tensor(o) => t.compare(c, &o),
+        Operand::Number(v) => t.compare(c, v),
+    })
 }
 
 /// NumPy's typestr for a dtype (None for bf16, which NumPy lacks).
@@ -253,7 +284,7 @@ impl PyTensor {
     }
 
     /// Runs any pending expression.
-    fn realize(&self, py: Python<'_>) -> PyRes<PyTensor> {
+    pub(crate) fn realize(&self, py: Python<'_>) -> PyRes<PyTensor> {
         let t = &self.t;
         Ok(PyTensor {
             t: run(py, t.executor(), work(&[t]), || t.realize())?,
@@ -318,7 +349,7 @@ impl PyTensor {
     }
 
     /// The one element as a Python number of its dtype: bool, int (integers exactly) or float.
-    fn value<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+    pub(crate) fn value<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
         let t = &self.t;
         let bytes = run(py, t.executor(), work(&[t]), || {
             if t.numel() != 1 {
@@ -365,12 +396,12 @@ impl PyTensor {
     }
 
     /// The one element as a float.
-    fn item(&self, py: Python<'_>) -> PyRes<f64> {
+    pub(crate) fn item(&self, py: Python<'_>) -> PyRes<f64> {
         let t = &self.t;
         run(py, t.executor(), work(&[t]), || t.item())
     }
 
-    fn unary(&self, name: &str) -> PyRes<PyTensor> {
+    pub(crate) fn unary(&self, name: &str) -> PyRes<PyTensor> {
         wrap(self.t.unary(unary_fn(name)?))
     }
 
@@ -378,21 +409,11 @@ impl PyTensor {
     /// `hologram.Tensor`) or a number.
     #[pyo3(signature = (name, other, reverse = false))]
     fn binary(&self, name: &str, other: &Bound<'_, PyAny>, reverse: bool) -> PyRes<PyTensor> {
-        let f = binary_fn(name)?;
-        wrap(match (operand(other)?, reverse) {
-            (Operand::Tensor(o), false) => self.t.binary(f, &o),
-            (Operand::Tensor(o), true) => o.binary(f, &self.t),
-            (Operand::Number(v), false) => self.t.binary(f, v),
-            (Operand::Number(v), true) => self.t.rbinary(f, v),
-        })
+        wrap(binary_with(&self.t, binary_fn(name)?, other, reverse)?)
     }
 
     fn compare(&self, name: &str, other: &Bound<'_, PyAny>) -> PyRes<PyTensor> {
-        let c = cmp_op(name)?;
-        wrap(match operand(other)? {
-            Operand::Tensor(o) => self.t.compare(c, &o),
-            Operand::Number(v) => self.t.compare(c, v),
-        })
+        wrap(compare_with(&self.t, cmp_op(name)?, other)?)
     }
 
     #[staticmethod]
@@ -411,7 +432,7 @@ impl PyTensor {
 
     /// Reduces over `axes`: None (every axis), one axis, or a sequence of axes.
     #[pyo3(signature = (op, axes = None, keepdim = false))]
-    fn reduce(
+    pub(crate) fn reduce(
         &self,
         py: Python<'_>,
         op: &str,

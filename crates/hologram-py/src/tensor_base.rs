@@ -1,0 +1,294 @@
+//! `hologram._native.TensorBase`: the native base class of `hologram.Tensor`.
+//!
+//! `hologram.Tensor` is a Python class (most of its API is Python), but its hottest calls, the
+//! arithmetic operators, comparisons, unary math, `realize`, `sum` and `item`, are this class's
+//! native methods and number slots: `a + b` runs one native call, with no Python frame and no
+//! attribute writes around it. Each result is a new `hologram.Tensor` (made through the class's
+//! own constructor), whatever the class of the operands.
+
+use hologram_core::{BinaryFn, Tensor, UnaryFn};
+use hologram_isa::CmpOp;
+use pyo3::prelude::*;
+use pyo3::pyclass::CompareOp;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
+
+use crate::errors::{IntoPy, PyRes};
+use crate::tensor::{binary_with, compare_with, PyTensor};
+
+/// The native tensor a `hologram.Tensor` stands for (its `_t`), and the native half of its
+/// methods. Made by `hologram.Tensor(data, dtype=None, device=None)`: a native tensor is taken
+/// as it is, anything else goes through `hologram.asarray`.
+#[pyclass(
+    name = "TensorBase",
+    module = "hologram._native",
+    frozen,
+    subclass,
+    weakref
+)]
+pub struct PyTensorBase {
+    t: Py<PyTensor>,
+}
+
+impl PyTensorBase {
+    /// The core tensor.
+    pub(crate) fn tensor(&self) -> &Tensor {
+        &self.t.get().t
+    }
+}
+
+/// `hologram.tensor.Tensor`, looked up once.
+fn public_class(py: Python<'_>) -> PyRes<&Bound<'_, PyType>> {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    CLASS.import(py, "hologram.tensor", "Tensor")
+}
+
+/// A new `hologram.Tensor` for the result of an op.
+fn public(py: Python<'_>, t: hologram_core::Result<Tensor>) -> PyRes<Bound<'_, PyAny>> {
+    public_of(py, Ok(PyTensor { t: t.py()? }))
+}
+
+/// `hologram.Tensor` of a native result (as the methods of [`PyTensor`] return them): made as
+/// this class, then given the Python subclass as its class (Python's own `__class__`
+/// assignment, allowed as the subclass adds no fields), which costs less than calling it.
+fn public_of(py: Python<'_>, t: PyRes<PyTensor>) -> PyRes<Bound<'_, PyAny>> {
+    let made = Bound::new(
+        py,
+        PyTensorBase {
+            t: Py::new(py, t?)?,
+        },
+    )?
+    .into_any();
+    made.setattr(pyo3::intern!(py, "__class__"), public_class(py)?)?;
+    Ok(made)
+}
+
+impl PyTensorBase {
+    fn binary<'py>(
+        &self,
+        py: Python<'py>,
+        f: BinaryFn,
+        other: &Bound<'py, PyAny>,
+        reverse: bool,
+    ) -> PyRes<Bound<'py, PyAny>> {
+        public(py, binary_with(self.tensor(), f, other, reverse)?)
+    }
+
+    fn unary<'py>(&self, py: Python<'py>, f: UnaryFn) -> PyRes<Bound<'py, PyAny>> {
+        public(py, self.tensor().unary(f))
+    }
+}
+
+#[pymethods]
+impl PyTensorBase {
+    #[new]
+    #[pyo3(signature = (data, dtype = None, device = None))]
+    fn new(
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        device: Option<&Bound<'_, PyAny>>,
+    ) -> PyRes<Self> {
+        if dtype.is_none() && device.is_none() {
+            if let Ok(t) = data.cast::<PyTensor>() {
+                return Ok(PyTensorBase {
+                    t: t.clone().unbind(),
+                });
+            }
+            if let Ok(b) = data.cast::<PyTensorBase>() {
+                return Ok(PyTensorBase {
+                    t: b.get().t.clone_ref(py),
+                });
+            }
+        }
+        // Arrays, lists, numbers, or a conversion: what `hologram.asarray` makes of them.
+        static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let asarray = ASARRAY.import(py, "hologram.tensor", "asarray")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("dtype", dtype)?;
+        kwargs.set_item("device", device)?;
+        let made = asarray.call((data,), Some(&kwargs))?;
+        let inner = made.getattr(pyo3::intern!(py, "_t"))?;
+        Ok(PyTensorBase {
+            t: inner.cast_into::<PyTensor>()?.unbind(),
+        })
+    }
+
+    /// The native tensor.
+    #[getter]
+    fn _t(&self, py: Python<'_>) -> Py<PyTensor> {
+        self.t.clone_ref(py)
+    }
+
+    /// Runs any pending expression.
+    fn realize<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        public_of(py, self.t.get().realize(py))
+    }
+
+    /// The one element as a Python bool, int or float (by dtype).
+    fn item<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.t.get().value(py)
+    }
+
+    /// The sum over ``axis`` (None: every axis; an int or a sequence of ints).
+    #[pyo3(signature = (axis = None, keepdims = false))]
+    fn sum<'py>(
+        &self,
+        py: Python<'py>,
+        axis: Option<&Bound<'py, PyAny>>,
+        keepdims: bool,
+    ) -> PyRes<Bound<'py, PyAny>> {
+        public_of(py, self.t.get().reduce(py, "sum", axis, keepdims))
+    }
+
+    fn __add__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Add, o, false)
+    }
+
+    fn __radd__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Add, o, true)
+    }
+
+    fn __sub__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Sub, o, false)
+    }
+
+    fn __rsub__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Sub, o, true)
+    }
+
+    fn __mul__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Mul, o, false)
+    }
+
+    fn __rmul__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Mul, o, true)
+    }
+
+    fn __mod__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Rem, o, false)
+    }
+
+    fn __and__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::And, o, false)
+    }
+
+    fn __or__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Or, o, false)
+    }
+
+    fn __xor__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
+        self.binary(py, BinaryFn::Xor, o, false)
+    }
+
+    fn __richcmp__<'py>(
+        &self,
+        py: Python<'py>,
+        o: &Bound<'py, PyAny>,
+        op: CompareOp,
+    ) -> PyRes<Bound<'py, PyAny>> {
+        let c = match op {
+            CompareOp::Eq => CmpOp::Eq,
+            CompareOp::Ne => CmpOp::Ne,
+            CompareOp::Lt => CmpOp::Lt,
+            CompareOp::Le => CmpOp::Le,
+            CompareOp::Gt => CmpOp::Gt,
+            CompareOp::Ge => CmpOp::Ge,
+        };
+        public(py, compare_with(self.tensor(), c, o)?)
+    }
+
+    fn __neg__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Neg)
+    }
+
+    fn __abs__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Abs)
+    }
+
+    fn __invert__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Not)
+    }
+
+    // Element-wise math as methods (`x.exp()`), each one native call.
+
+    fn abs<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Abs)
+    }
+
+    fn sqrt<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Sqrt)
+    }
+
+    fn rsqrt<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Rsqrt)
+    }
+
+    fn exp<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Exp)
+    }
+
+    fn log<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Log)
+    }
+
+    fn sin<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Sin)
+    }
+
+    fn cos<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Cos)
+    }
+
+    fn tan<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Tan)
+    }
+
+    fn tanh<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Tanh)
+    }
+
+    fn sigmoid<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Sigmoid)
+    }
+
+    fn relu<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Relu)
+    }
+
+    fn gelu<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Gelu)
+    }
+
+    fn silu<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Silu)
+    }
+
+    fn erf<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Erf)
+    }
+
+    fn floor<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Floor)
+    }
+
+    fn ceil<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Ceil)
+    }
+
+    fn round<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Round)
+    }
+
+    fn trunc<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Trunc)
+    }
+
+    fn square<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Square)
+    }
+
+    fn reciprocal<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        self.unary(py, UnaryFn::Recip)
+    }
+}
