@@ -13,11 +13,11 @@ use crate::launch::check_buffer;
 /// A launch's arguments as the CPU sees them.
 pub(crate) struct Bound {
     /// One view per parameter (scalar parameters get an empty view); `racy` is false.
-    pub globals: SmallVec<[ArrayView; 16]>,
+    pub globals: SmallVec<[ArrayView; 8]>,
     /// Each scalar parameter's bits (`None` for buffers).
-    pub scalars: SmallVec<[Option<u64>; 16]>,
+    pub scalars: SmallVec<[Option<u64>; 8]>,
     /// Each buffer parameter's element size in bytes (0 for scalars).
-    pub sizes: SmallVec<[usize; 16]>,
+    pub sizes: SmallVec<[usize; 8]>,
 }
 
 /// Binds `args` (already checked against the kernel's parameters by `check_launch`) for batches
