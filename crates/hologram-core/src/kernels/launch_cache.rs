@@ -26,9 +26,18 @@ impl Hasher for WordHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
+        // A key (`[u64]`) arrives as one byte slice: whole words are read as words (a
+        // `copy_from_slice` per word was a `memcpy` call per word), a tail is padded.
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            if let Ok(w) = <[u8; 8]>::try_from(word) {
+                self.write_u64(u64::from_le_bytes(w));
+            }
+        }
+        let tail = words.remainder();
+        if !tail.is_empty() {
             let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
+            w[..tail.len()].copy_from_slice(tail);
             self.write_u64(u64::from_le_bytes(w));
         }
     }
@@ -95,6 +104,12 @@ fn access_code(a: Access) -> u64 {
 /// kernel text), encoded so that different specs give different keys. Each node is a tag word
 /// (kind, dtype, function) followed by its operands; a scalar carries its type and bits.
 pub(crate) fn key(spec: &Spec<'_>) -> Key {
+    // Word by word: `extend` of a two-word array went through the generic iterator path.
+    fn push(k: &mut Key, words: &[u64]) {
+        for &w in words {
+            k.push(w);
+        }
+    }
     let mut k = Key::new();
     k.push(spec.root as u64 | (spec.rank as u64) << 32);
     k.push(spec.out.0 as u64 | access_code(spec.out.1) << 8 | (spec.inputs.len() as u64) << 16);
@@ -109,20 +124,22 @@ pub(crate) fn key(spec: &Spec<'_>) -> Key {
         let tag = |kind: u64, f: u64| kind | (*dt as u64) << 8 | f << 16;
         let pair = |a: u32, b: u32| a as u64 | (b as u64) << 32;
         match node {
-            Node::Input(i) => k.extend([tag(0, 0), *i as u64]),
+            Node::Input(i) => push(&mut k, &[tag(0, 0), *i as u64]),
             // A scalar passed as a parameter leaves the kernel the same for every value.
             Node::Scalar(v) => match elementwise::scalar_param_type(*v, *dt) {
-                Some(_) => k.extend([tag(1, v.ty() as u64), u64::MAX]),
-                None => k.extend([tag(1, v.ty() as u64), v.to_bits()]),
+                Some(_) => push(&mut k, &[tag(1, v.ty() as u64), u64::MAX]),
+                None => push(&mut k, &[tag(1, v.ty() as u64), v.to_bits()]),
             },
-            Node::Unary(f, a) => k.extend([tag(2, *f as u64), *a as u64]),
-            Node::Binary(f, a, b) => k.extend([tag(3, *f as u64), pair(*a, *b)]),
-            Node::Compare(c, a, b) => k.extend([tag(4, *c as u64), pair(*a, *b)]),
-            Node::Where(c, a, b) => k.extend([tag(5, 0), pair(*c, *a), *b as u64]),
-            Node::Cast(a) => k.extend([tag(6, 0), *a as u64]),
+            Node::Unary(f, a) => push(&mut k, &[tag(2, *f as u64), *a as u64]),
+            Node::Binary(f, a, b) => push(&mut k, &[tag(3, *f as u64), pair(*a, *b)]),
+            Node::Compare(c, a, b) => push(&mut k, &[tag(4, *c as u64), pair(*a, *b)]),
+            Node::Where(c, a, b) => push(&mut k, &[tag(5, 0), pair(*c, *a), *b as u64]),
+            Node::Cast(a) => push(&mut k, &[tag(6, 0), *a as u64]),
             Node::Index => k.push(tag(7, 0)),
-            Node::Random { seed, normal } => k.extend([tag(8, *normal as u64), *seed]),
-            Node::RandomSalted { salt, normal } => k.extend([tag(9, *normal as u64), *salt as u64]),
+            Node::Random { seed, normal } => push(&mut k, &[tag(8, *normal as u64), *seed]),
+            Node::RandomSalted { salt, normal } => {
+                push(&mut k, &[tag(9, *normal as u64), *salt as u64])
+            }
         }
     }
     k

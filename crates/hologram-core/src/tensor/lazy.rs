@@ -386,30 +386,29 @@ impl Fused<'_> {
                 (shape, layouts, out_layout)
             };
         let rank = shape.len();
-        let mut inputs: SmallVec<[(DType, Access); 8]> = lazy
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(k, i)| (i.dtype, layouts.get(k).map_or(Access::Dense, Access::of)))
-            .collect();
+        // Pushed one by one: `collect` into an inline vector went through the generic
+        // iterator path, a measurable part of a one-element launch.
+        let mut inputs: SmallVec<[(DType, Access); 8]> = SmallVec::new();
+        for (k, i) in lazy.inputs.iter().enumerate() {
+            inputs.push((i.dtype, layouts.get(k).map_or(Access::Dense, Access::of)));
+        }
         share_walks(&mut inputs, &layouts);
         let out_access = match out_layout.as_ref().map_or(Access::Dense, Access::of) {
             Access::Scalar if n > 1 => Access::Strided,
             Access::Broadcast { .. } => Access::Strided,
             a => a,
         };
-        let spec = Spec {
+        let mut spec = Spec {
             graph: lazy.graph,
             root,
             inputs,
             rank,
             out: (out.dtype, out_access),
-            extra: self.roots[1..]
-                .iter()
-                .zip(&outs[1..])
-                .map(|(&r, o)| (r, o.dtype))
-                .collect(),
+            extra: SmallVec::new(),
         };
+        for (&r, o) in self.roots[1..].iter().zip(&outs[1..]) {
+            spec.extra.push((r, o.dtype));
+        }
         let key = launch_cache::key(&spec);
         let kernel = match exec.inner.launch_cache.get(&key) {
             Some(k) => k,
