@@ -3,8 +3,8 @@
 //! `hologram.Tensor` is a Python class (most of its API is Python), but its hottest calls, the
 //! arithmetic operators, comparisons, unary math, `realize`, `sum` and `item`, are this class's
 //! native methods and number slots: `a + b` runs one native call, with no Python frame and no
-//! attribute writes around it. Each result is a new `hologram.Tensor` (made through the class's
-//! own constructor), whatever the class of the operands.
+//! attribute writes around it. Each result is a new `hologram.Tensor` (made as this class, then
+//! given `hologram.Tensor` as its class), whatever the class of the operands.
 
 use hologram_core::{BinaryFn, Tensor, UnaryFn};
 use hologram_isa::CmpOp;
