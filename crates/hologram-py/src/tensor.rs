@@ -396,12 +396,12 @@ impl PyTensor {
     }
 
     /// The one element as a float.
-    pub(crate) fn item(&self, py: Python<'_>) -> PyRes<f64> {
+    fn item(&self, py: Python<'_>) -> PyRes<f64> {
         let t = &self.t;
         run(py, t.executor(), work(&[t]), || t.item())
     }
 
-    pub(crate) fn unary(&self, name: &str) -> PyRes<PyTensor> {
+    fn unary(&self, name: &str) -> PyRes<PyTensor> {
         wrap(self.t.unary(unary_fn(name)?))
     }
 
