@@ -141,22 +141,18 @@ def drop_unused_probabilities(gm: torch.fx.GraphModule) -> None:
 
 
 class OneOp(torch.overrides.TorchFunctionMode):
-    """While active, ``F.scaled_dot_product_attention`` calls go to :func:`decomposition`
-    (with ``fused=False`` to :func:`composed`). AOTAutograd and ``make_fx`` trace under it: the
-    attention op reaches them as a composite op that autograd would expand (and torch's math
-    path would build its mask and fully-masked-row checks from element-wise ops and
-    reductions) before any decomposition table is consulted.
+    """While active, ``F.scaled_dot_product_attention`` calls go to :func:`decomposition`.
+    AOTAutograd and ``make_fx`` trace under it: the attention op reaches them as a composite op
+    that autograd would expand (and torch's math path would build its mask and fully-masked-row
+    checks from element-wise ops and reductions) before any decomposition table is consulted.
 
-    ``compile_step`` passes ``fused=False``: it traces ``torch.func.grad_and_value`` under
-    ``torch.func.functionalize``, and functorch runs neither a custom op's registered autograd
-    nor an autograd Function under functionalize."""
-
-    def __init__(self, fused: bool = True):
-        super().__init__()
-        self.impl = decomposition if fused else composed
+    ``compile_step`` traces under it too, with autograd's engine (``torch.autograd.grad``), not
+    functorch's ``grad`` transform: functorch would not run :func:`sdpa`'s registered autograd
+    under ``torch.func.functionalize``, and attention would come out as matrix products, a mask
+    and a softmax (a copy of each head-strided operand, and the mask as passes of its own)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch._C._nn.scaled_dot_product_attention:
-            return self.impl(*args, **kwargs)
+            return decomposition(*args, **kwargs)
         return func(*args, **kwargs)

@@ -5,10 +5,11 @@ one Hologram plan, replayed by one call per step.
     for x, y in batches:
         loss = step(x, y)          # parameters and optimizer state updated in place
 
-The step is traced once per input signature with ``torch.func`` into one graph of core ATen
-ops (the same decompositions as the ``torch.compile`` backend), lowered to Hologram tensor ops
-and recorded as a plan. Parameters and optimizer state are read and written where they are (no
-copies); only the batch is copied in and the loss out. On CUDA a step is one CUDA graph launch.
+The step is traced once per input signature (through autograd's engine, then
+``torch.func.functionalize``) into one graph of core ATen ops (the same decompositions as the
+``torch.compile`` backend), lowered to Hologram tensor ops and recorded as a plan. Parameters
+and optimizer state are read and written where they are (no copies); only the batch is copied in
+and the loss out. On CUDA a step is one CUDA graph launch.
 
 Optimizers: ``torch.optim.SGD`` (momentum, dampening, Nesterov, weight decay, maximize) and
 ``torch.optim.Adam`` / ``AdamW`` (weight decay, maximize; not amsgrad), with their hyper-parameters
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.func import functional_call, grad_and_value
+from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import hologram as hg
@@ -211,35 +212,43 @@ class TrainStep:
         widths = [len(r) for r in scalars]
         model, loss_fn, opt = self.model, self.loss_fn, self.opt
 
-        def loss_of(pdict, bdict, batch):
-            out = functional_call(model, {**pdict, **bdict}, (batch[0],))
-            return loss_fn(out, *batch[1:])
-
         def step(plist, blist, slist, sc, batch):
             # Buffers (batch norm's running statistics) are an argument, not differentiated:
             # their in-place updates come out of functionalization as new values.
             bdict = dict(zip(bnames, blist))
-            grads, loss = grad_and_value(loss_of)(dict(zip(names, plist)), bdict, batch)
+            # Autograd's own engine (not functorch's grad transform), so a custom op's registered
+            # backward runs: attention stays one fused op forward and one backward.
+            with torch.enable_grad():
+                out = functional_call(model, {**dict(zip(names, plist)), **bdict}, (batch[0],))
+                loss = loss_fn(out, *batch[1:])
+                grads = torch.autograd.grad(loss, plist, allow_unused=True, materialize_grads=True)
             new_p, new_s, at = [], [], 0
-            for i, p in enumerate(plist):
-                row = [sc[at + k] for k in range(widths[i])]
-                at += widths[i]
-                np_, ns = opt.update(p, grads[names[i]], slist[i], row, groups[i])
-                new_p.append(np_)
-                new_s.append(ns)
-            return loss, new_p, new_s, [bdict[n] for n in bnames]
+            with torch.no_grad():
+                for i, p in enumerate(plist):
+                    row = [sc[at + k] for k in range(widths[i])]
+                    at += widths[i]
+                    np_, ns = opt.update(p, grads[i], slist[i], row, groups[i])
+                    new_p.append(np_)
+                    new_s.append(ns)
+            return loss.detach(), new_p, new_s, [bdict[n] for n in bnames]
 
         detached = [p.detach() for p in params]
-        # Functionalized: autograd's in-place accumulations become plain ops.
-        traced = torch.func.functionalize(step, remove="mutations")
+        leaves = [p.detach().requires_grad_() for p in params]
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        # Attention as matrix products, a mask and a softmax (see .attention.OneOp for why not
-        # the fused op here); RNNs as their cells (not oneDNN's kernels).
+        decompositions = _compile._decompositions()
+        # Tracing runs the ops: on copies of the buffers, not the real ones.
         with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False), \
-                torch.backends.cudnn.flags(enabled=False), attention.OneOp(fused=False):
-            gm = make_fx(traced, decomposition_table=_compile._decompositions())(
-                detached, [b.detach().clone() for b in buffers], state, sc, list(batch))  # tracing runs the ops: not on the real buffers
+                torch.backends.cudnn.flags(enabled=False), attention.OneOp():
+            # The step with autograd traced through (attention as the fused op and its
+            # backward; RNNs as their cells, not oneDNN's kernels), then functionalized and
+            # decomposed to core ATen: autograd's in-place accumulations and the buffers'
+            # updates become plain ops (functionalization before the decompositions, whose
+            # prims it cannot take).
+            joint = make_fx(step)(
+                leaves, [b.detach().clone() for b in buffers], state, sc, list(batch))
+            gm = make_fx(torch.func.functionalize(joint, remove="mutations"), decomposition_table=decompositions)(
+                detached, [b.detach().clone() for b in buffers], state, sc, list(batch))
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
         flat_outs = torch.utils._pytree.tree_leaves(outs)

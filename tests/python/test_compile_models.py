@@ -156,6 +156,30 @@ def test_compile_step_matches_eager(name):
         assert close(c, b, 1e-3), bname
 
 
+def test_compile_step_keeps_attention_one_op_forward_and_backward(monkeypatch):
+    """compile_step traces a GPT's step through autograd's engine, so causal attention reaches
+    the plan as the fused op and its backward (head-strided operands read in place, the mask
+    inside the softmax kernel), not as batched products of copied heads and a mask pass."""
+    import hologram_torch.compile as compile_module
+
+    seen = []
+    interpret = compile_module.interpret
+
+    def spy(nodes, values):
+        nodes = list(nodes)
+        seen.extend(n.target for n in nodes if n.op == "call_function")
+        return interpret(nodes, values)
+
+    monkeypatch.setattr(compile_module, "interpret", spy)
+    base, x, y, loss_fn, opt_fn = case("gpt")
+    step = hologram_torch.compile_step(base, loss_fn, opt_fn(base.parameters()))
+    step(x, y)
+    layers = len(base.blocks)
+    assert seen.count(torch.ops.hologram.sdpa.default) == layers
+    assert seen.count(torch.ops.hologram.sdpa_backward.default) == layers
+    assert torch.ops.aten.bmm.default not in seen and torch.ops.aten._softmax.default not in seen
+
+
 def test_adamw_step_replays_no_constant_copies_and_one_update_kernel_per_parameter():
     """A GPT's AdamW step: the constants its graph makes are read in place (a replay copies
     none), and each parameter's update with its two moments is one kernel."""
