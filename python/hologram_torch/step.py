@@ -154,6 +154,17 @@ class _Optimizer:
         return p - (lr / bc1) * m / denom, [m, v]
 
 
+def _to_device(values: tuple, device: torch.device) -> torch.Tensor:
+    """``values`` as an f32 tensor on ``device``. On CUDA through pinned memory without waiting:
+    a copy from pageable memory synchronizes torch's stream, so the host would wait for the
+    previous step's replay before it could queue this one (Adam's bias corrections change every
+    step). Torch's pinned-memory cache keeps the block until the copy that reads it has run."""
+    host = torch.tensor(values, dtype=torch.float32)
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
+
+
 class TrainStep:
     """One training step as a Hologram plan; see :func:`compile_step`."""
 
@@ -179,7 +190,7 @@ class TrainStep:
         # SGD's scalars stay the same from the second step on: the same tensor, not a new one
         # (on CUDA a copy from the host) at every step.
         if self._scalars is None or self._scalars[0] != flat_sc or self._scalars[1].device != device:
-            self._scalars = (flat_sc, torch.tensor(flat_sc, dtype=torch.float32, device=device))
+            self._scalars = (flat_sc, _to_device(flat_sc, device))
         sc = self._scalars[1]
         flat_state = [s for ss in state for s in ss]
         buffers = [b for _, b in self.model.named_buffers()]
