@@ -209,3 +209,18 @@ def test_reduction_axes_may_be_none_an_int_or_a_sequence():
     np.testing.assert_array_equal(t.mean(axis=[2], keepdims=True).numpy(), x.mean(axis=2, keepdims=True))
     with pytest.raises(TypeError):
         t.sum(axis="1")
+
+
+def test_native_object_of_a_tensor_is_made_once_and_kept():
+    """A result holds its core tensor directly; the native object (``_t``) that Python-level
+    functions take is made on first use, then the same object every time; a tensor made from a
+    native object keeps that object."""
+    a = hg.asarray(np.arange(6, dtype=np.float32))
+    r = (a + 1).realize()
+    first = r._t
+    assert r._t is first
+    again = hg.Tensor(first)
+    assert again._t is first
+    assert np.array_equal(again.numpy(), np.arange(6, dtype=np.float32) + 1)
+    copied = hg.Tensor(r)
+    assert copied._t is first and copied is not r

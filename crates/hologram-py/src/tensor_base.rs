@@ -27,13 +27,33 @@ use crate::tensor::{binary_with, compare_with, PyTensor};
     weakref
 )]
 pub struct PyTensorBase {
-    t: Py<PyTensor>,
+    t: Tensor,
+    /// The native tensor object (`_t`), made on first use: operators and `realize` never need it.
+    native: PyOnceLock<Py<PyTensor>>,
 }
 
 impl PyTensorBase {
     /// The core tensor.
     pub(crate) fn tensor(&self) -> &Tensor {
-        &self.t.get().t
+        &self.t
+    }
+
+    fn holding(t: Tensor) -> PyTensorBase {
+        PyTensorBase {
+            t,
+            native: PyOnceLock::new(),
+        }
+    }
+
+    fn of_native(py: Python<'_>, native: Bound<'_, PyTensor>) -> PyTensorBase {
+        let made = PyTensorBase::holding(native.get().t.clone());
+        let _ = made.native.set(py, native.unbind());
+        made
+    }
+
+    /// The core methods of [`PyTensor`] that take one.
+    fn as_native(&self) -> PyTensor {
+        PyTensor { t: self.t.clone() }
     }
 }
 
@@ -52,13 +72,7 @@ fn public(py: Python<'_>, t: hologram_core::Result<Tensor>) -> PyRes<Bound<'_, P
 /// this class, then given the Python subclass as its class (Python's own `__class__`
 /// assignment, allowed as the subclass adds no fields), which costs less than calling it.
 fn public_of(py: Python<'_>, t: PyRes<PyTensor>) -> PyRes<Bound<'_, PyAny>> {
-    let made = Bound::new(
-        py,
-        PyTensorBase {
-            t: Py::new(py, t?)?,
-        },
-    )?
-    .into_any();
+    let made = Bound::new(py, PyTensorBase::holding(t?.t))?.into_any();
     made.setattr(pyo3::intern!(py, "__class__"), public_class(py)?)?;
     Ok(made)
 }
@@ -91,14 +105,15 @@ impl PyTensorBase {
     ) -> PyRes<Self> {
         if dtype.is_none() && device.is_none() {
             if let Ok(t) = data.cast::<PyTensor>() {
-                return Ok(PyTensorBase {
-                    t: t.clone().unbind(),
-                });
+                return Ok(PyTensorBase::of_native(py, t.clone()));
             }
             if let Ok(b) = data.cast::<PyTensorBase>() {
-                return Ok(PyTensorBase {
-                    t: b.get().t.clone_ref(py),
-                });
+                let b = b.get();
+                let made = PyTensorBase::holding(b.t.clone());
+                if let Some(n) = b.native.get(py) {
+                    let _ = made.native.set(py, n.clone_ref(py));
+                }
+                return Ok(made);
             }
         }
         // Arrays, lists, numbers, or a conversion: what `hologram.asarray` makes of them.
@@ -109,25 +124,25 @@ impl PyTensorBase {
         kwargs.set_item("device", device)?;
         let made = asarray.call((data,), Some(&kwargs))?;
         let inner = made.getattr(pyo3::intern!(py, "_t"))?;
-        Ok(PyTensorBase {
-            t: inner.cast_into::<PyTensor>()?.unbind(),
-        })
+        Ok(PyTensorBase::of_native(py, inner.cast_into::<PyTensor>()?))
     }
 
     /// The native tensor.
     #[getter]
-    fn _t(&self, py: Python<'_>) -> Py<PyTensor> {
-        self.t.clone_ref(py)
+    fn _t(&self, py: Python<'_>) -> PyRes<Py<PyTensor>> {
+        self.native
+            .get_or_try_init(py, || Py::new(py, self.as_native()))
+            .map(|n| n.clone_ref(py))
     }
 
     /// Runs any pending expression.
     fn realize<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
-        public_of(py, self.t.get().realize(py))
+        public_of(py, self.as_native().realize(py))
     }
 
     /// The one element as a Python bool, int or float (by dtype).
     fn item<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
-        self.t.get().value(py)
+        self.as_native().value(py)
     }
 
     /// The sum over ``axis`` (None: every axis; an int or a sequence of ints).
@@ -138,7 +153,7 @@ impl PyTensorBase {
         axis: Option<&Bound<'py, PyAny>>,
         keepdims: bool,
     ) -> PyRes<Bound<'py, PyAny>> {
-        public_of(py, self.t.get().reduce(py, "sum", axis, keepdims))
+        public_of(py, self.as_native().reduce(py, "sum", axis, keepdims))
     }
 
     fn __add__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
