@@ -159,10 +159,9 @@ def _to_device(values: tuple, device: torch.device) -> torch.Tensor:
     a copy from pageable memory synchronizes torch's stream, so the host would wait for the
     previous step's replay before it could queue this one (Adam's bias corrections change every
     step). Torch's pinned-memory cache keeps the block until the copy that reads it has run."""
-    host = torch.tensor(values, dtype=torch.float32)
     if device.type != "cuda":
-        return host.to(device)
-    return host.pin_memory().to(device, non_blocking=True)
+        return torch.tensor(values, dtype=torch.float32, device=device)
+    return torch.tensor(values, dtype=torch.float32, pin_memory=True).to(device, non_blocking=True)
 
 
 class TrainStep:

@@ -27,7 +27,9 @@ use crate::tensor::{binary_with, compare_with, PyTensor};
     weakref
 )]
 pub struct PyTensorBase {
-    t: Tensor,
+    /// The native tensor's value (a Rust struct here, not a Python object), so the methods of
+    /// [`PyTensor`] run on it without a copy.
+    t: PyTensor,
     /// The native tensor object (`_t`), made on first use: operators and `realize` never need it.
     native: PyOnceLock<Py<PyTensor>>,
 }
@@ -35,12 +37,12 @@ pub struct PyTensorBase {
 impl PyTensorBase {
     /// The core tensor.
     pub(crate) fn tensor(&self) -> &Tensor {
-        &self.t
+        &self.t.t
     }
 
     fn holding(t: Tensor) -> PyTensorBase {
         PyTensorBase {
-            t,
+            t: PyTensor { t },
             native: PyOnceLock::new(),
         }
     }
@@ -49,11 +51,6 @@ impl PyTensorBase {
         let made = PyTensorBase::holding(native.get().t.clone());
         let _ = made.native.set(py, native.unbind());
         made
-    }
-
-    /// The core methods of [`PyTensor`] that take one.
-    fn as_native(&self) -> PyTensor {
-        PyTensor { t: self.t.clone() }
     }
 }
 
@@ -109,7 +106,7 @@ impl PyTensorBase {
             }
             if let Ok(b) = data.cast::<PyTensorBase>() {
                 let b = b.get();
-                let made = PyTensorBase::holding(b.t.clone());
+                let made = PyTensorBase::holding(b.t.t.clone());
                 if let Some(n) = b.native.get(py) {
                     let _ = made.native.set(py, n.clone_ref(py));
                 }
@@ -131,18 +128,18 @@ impl PyTensorBase {
     #[getter]
     fn _t(&self, py: Python<'_>) -> PyRes<Py<PyTensor>> {
         self.native
-            .get_or_try_init(py, || Py::new(py, self.as_native()))
+            .get_or_try_init(py, || Py::new(py, self.t.clone()))
             .map(|n| n.clone_ref(py))
     }
 
     /// Runs any pending expression.
     fn realize<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
-        public_of(py, self.as_native().realize(py))
+        public_of(py, self.t.realize(py))
     }
 
     /// The one element as a Python bool, int or float (by dtype).
     fn item<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
-        self.as_native().value(py)
+        self.t.value(py)
     }
 
     /// The sum over ``axis`` (None: every axis; an int or a sequence of ints).
@@ -153,7 +150,7 @@ impl PyTensorBase {
         axis: Option<&Bound<'py, PyAny>>,
         keepdims: bool,
     ) -> PyRes<Bound<'py, PyAny>> {
-        public_of(py, self.as_native().reduce(py, "sum", axis, keepdims))
+        public_of(py, self.t.reduce(py, "sum", axis, keepdims))
     }
 
     fn __add__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {
