@@ -135,6 +135,63 @@ fn transcendentals_match_the_cpu_within_documented_ulps() {
     assert!(!failed, "{}", report.join("\n"));
 }
 
+/// exp where the range tests do not reach: results down to the subnormals and to 0 (x from -110
+/// to -87), the overflow and underflow thresholds and their neighbours, tiny arguments (the
+/// `1 + x` path), and inf, -inf, NaN and both zeros; within 1 ulp of the CPU (on devices that
+/// flush f32 subnormals, only where the CPU's result is normal or 0).
+#[test]
+fn exp_edges_match_the_cpu() {
+    let Some(gpu) = open() else { return };
+    let cpu = CpuBackend::new();
+    let mut x = inputs(-110.0, -87.0, false);
+    for edge in [
+        88.72283f32,
+        88.72284,
+        88.7229,
+        89.0,
+        -103.97207,
+        -103.97208,
+        -104.0,
+        104.0,
+    ] {
+        x.extend([
+            edge,
+            f32::from_bits(edge.to_bits() - 1),
+            f32::from_bits(edge.to_bits() + 1),
+        ]);
+    }
+    x.extend([
+        0.0,
+        -0.0,
+        1e-5,
+        -1e-5,
+        2f32.powi(-13),
+        -(2f32.powi(-13)),
+        1e-30,
+        -1e-30,
+    ]);
+    x.extend([
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        0.34657,
+        -0.34658,
+    ]);
+    // `run` launches whole blocks of 256 lanes and its kernel has no bounds test.
+    x.resize(x.len().next_multiple_of(256), 1.0);
+    let y = vec![0.0; x.len()];
+    let (g, c) = (run(&gpu, "exp", &x, &y), run(&cpu, "exp", &x, &y));
+    let ftz = gpu.flushes_f32_subnormals();
+    let bad: Vec<String> = (0..x.len())
+        .filter(|&i| !(ftz && c[i] != 0.0 && c[i].abs() < f32::MIN_POSITIVE))
+        .filter(|&i| ulps(g[i], c[i]) > 1)
+        .map(|i| format!("exp({:e}): wgpu {:e}, cpu {:e}", x[i], g[i], c[i]))
+        .take(10)
+        .collect();
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 /// sin, cos and tan against the host's f64 functions rounded to f32 (at most half an ulp from
 /// the exact result, but for rare double roundings): 131072 inputs evenly over [-1e4, 1e4], 16384
 /// log-uniform magnitudes from 1e4 to f32::MAX of both signs, the f32 values nearest to 4000

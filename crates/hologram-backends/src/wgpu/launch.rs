@@ -14,6 +14,39 @@ use super::work_queue::QueuedLaunch;
 use crate::backend::{KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
+/// `HOLOGRAM_WGPU_DUMP_DIR=<dir>` writes each generated module's WGSL to
+/// `<dir>/<kernel>.<trusted|plain>.wgsl` (trusted: built without wgpu's own index clamps) before it is compiled (for reading what a kernel
+/// became, or timing a hand-edited variant). A failed write is reported once on stderr and
+/// otherwise ignored: dumping must not change what runs.
+fn dump_wgsl(kernel: &str, checked: bool, wgsl: &str) {
+    static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let Some(dir) = DIR.get_or_init(|| std::env::var_os("HOLOGRAM_WGPU_DUMP_DIR").map(Into::into))
+    else {
+        return;
+    };
+    let safe: String = kernel
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let kind = if checked { "trusted" } else { "plain" };
+    let path = dir.join(format!("{safe}.{kind}.wgsl"));
+    if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, wgsl)) {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "HOLOGRAM_WGPU_DUMP_DIR: writing {} failed: {e}",
+                path.display()
+            )
+        });
+    }
+}
+
 /// Builds the compute pipeline for generated WGSL. `checked`: the WGSL checks every access
 /// itself (the launch's bounds checks are on), or the launcher proved every access of the
 /// launches that use it in bounds (`CodegenOptions::proven`), so wgpu need not add its own
@@ -40,6 +73,7 @@ pub(crate) fn build_pipeline(
         entries.push(storage_entry(pool.binding, false, false));
     }
     let wgsl = generated.wgsl.clone();
+    dump_wgsl(&kernel.name, checked, &wgsl);
     let (pipeline, layout) = gpu.scoped(
         || {
             let desc = ::wgpu::ShaderModuleDescriptor {

@@ -227,38 +227,33 @@ fn hg_scalbn(x: f32, n0: i32) -> f32 {
     Helper {
         name: "hg_exp",
         deps: &["hg_scalbn", "hg_isnan", "hg_f32dd"],
-        text: r#"// e^x (after FreeBSD's e_expf.c; hi and lo shielded from reassociation), branch-free.
+        text: r#"// e^x = 2^k e^r (after Cephes' expf: k = round(x / ln 2), r = x - k ln2 in two parts with an
+// exact first product, a polynomial for e^r on |r| <= ln2 / 2), branch-free and without a
+// division (FreeBSD's rational form, used before, divides once per call). On an H100 through
+// NVIDIA's Vulkan driver the softmax row kernel (16 exponentials per lane) waited 0.5-1 us less.
+// Within 1 ulp of the CPU's e_expf over the tested inputs (`wgpu_accuracy`).
 fn hg_exp(x0: f32) -> f32 {
-    // Every path is computed and the result selected, without branches: rows of exponentials
-    // (softmax) then overlap their evaluations instead of running them one after another.
     let hx0 = bitcast<u32>(x0);
     let neg = (hx0 >> 31u) != 0u;
-    let sign = i32(hx0 >> 31u);
     let hx = hx0 & 0x7fffffffu;
-    // |x| > ln2 / 2: x = k ln2 + hi - lo.
-    let reduce = hx > 0x3eb17218u;
-    // Past |x| = 104 (and for NaN) the result is selected below; the conversion still runs,
-    // so it gets an argument in range (an out-of-range f32 -> i32 is undefined in SPIR-V).
-    let xk = select(0.0, x0, hx < 0x42d00000u);
-    let kbig = i32(1.4426950216 * xk + select(0.5, -0.5, neg));
-    let k = select(0, select(1 - sign - sign, kbig, hx > 0x3f851592u), reduce);
-    let kf = f32(k);
-    let hi_r = hg_o(x0 - hg_o(kf * 6.9314575195e-01));
-    let lo_r = hg_o(kf * 1.4286067653e-06);
-    let hi = select(x0, hi_r, reduce);
-    let lo = select(0.0, lo_r, reduce);
-    let x = select(x0, hi_r - lo_r, reduce);
-    let xx = x * x;
-    let c = x - xx * (1.6666625440e-1 + xx * -2.7667332906e-3);
-    let y = 1.0 + (x * c / (2.0 - c) - lo + hi);
-    // 2^0 scales exactly: k == 0 needs no case of its own.
-    var r = hg_scalbn(y, k);
-    // |x| <= 2^-13: 1 + x.
-    r = select(r, 1.0 + x0, hx <= 0x39000000u);
-    // Overflow, underflow, NaN (in the order the branches of e_expf.c test them).
-    r = select(r, 0.0, neg && hx >= 0x42cff1b5u);
-    r = select(r, bitcast<f32>(0x7f800000u ^ hg_zero), !neg && hx >= 0x42b17218u);
-    return select(r, x0, hx > 0x7f800000u);
+    // Past |x| = 104 (and for NaN) the result is selected below; the steps still run, on 0.
+    let x = select(0.0, x0, hx < 0x42d00000u);
+    let kf = floor(hg_o(x * 1.44269504088896341) + 0.5);
+    // x - k ln2: k * 0.693359375 is exact (9 significant bits), and so is the difference; the
+    // shield keeps the two steps from being folded into one product with the constants' sum.
+    let hi = hg_o(x - kf * 0.693359375);
+    let r = hi + kf * 2.12194440e-4;
+    let z = r * r;
+    let p = ((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
+        + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1;
+    let y = 1.0 + hg_o(p * z + r);
+    var e = hg_scalbn(y, i32(kf));
+    // |x| <= 2^-13: 1 + x, as e_expf.c.
+    e = select(e, 1.0 + x0, hx <= 0x39000000u);
+    // Overflow, underflow, NaN (e_expf.c's thresholds).
+    e = select(e, 0.0, neg && hx >= 0x42cff1b5u);
+    e = select(e, bitcast<f32>(0x7f800000u ^ hg_zero), !neg && hx >= 0x42b17218u);
+    return select(e, x0, hx > 0x7f800000u);
 }
 "#,
     },
