@@ -155,6 +155,24 @@ def test_native_results_are_public_tensors_of_the_right_values():
     assert hg.Tensor(n, dtype="float32").dtype == np.float32
 
 
+def test_results_hold_one_reference_to_their_class_each():
+    # Each result is made as the native base class and switched to hg.Tensor (after the first,
+    # without Python's checks): the switch must move the instance's reference from one class to
+    # the other, or the counts drift with every op.
+    import sys
+
+    t = hg.asarray(np.ones(4, np.float32), device="cpu")
+    (t + 1).realize()
+    public, base = sys.getrefcount(hg.Tensor), sys.getrefcount(_native.TensorBase)
+    kept = [(t + k).realize() for k in range(1000)]
+    assert all(type(r) is hg.Tensor for r in kept)
+    assert sys.getrefcount(hg.Tensor) - public >= 1000
+    assert sys.getrefcount(_native.TensorBase) - base < 10
+    del kept
+    assert abs(sys.getrefcount(hg.Tensor) - public) < 10
+    assert abs(sys.getrefcount(_native.TensorBase) - base) < 10
+
+
 def test_repeated_launches_come_from_the_launch_cache():
     ex = hg.Executor("cpu")
     a, b, c = buffers(ex, *(np.full(64, 2.0, np.float32) for _ in range(3)))

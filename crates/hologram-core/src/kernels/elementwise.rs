@@ -454,8 +454,11 @@ fn name_of(spec: &Spec<'_>, needed: &[bool]) -> String {
 }
 
 /// The nodes the root depends on.
-fn needed_nodes(spec: &Spec<'_>) -> Vec<bool> {
-    let mut needed = vec![false; spec.graph.nodes.len()];
+fn needed_nodes(spec: &Spec<'_>) -> smallvec::SmallVec<[bool; 32]> {
+    // Runs on every launch of an expression with a scalar parameter: no heap allocation for
+    // graphs of up to 32 nodes, none per node.
+    let mut needed: smallvec::SmallVec<[bool; 32]> =
+        smallvec::smallvec![false; spec.graph.nodes.len()];
     needed[spec.root as usize] = true;
     for &(r, _) in &spec.extra {
         needed[r as usize] = true;
@@ -464,14 +467,14 @@ fn needed_nodes(spec: &Spec<'_>) -> Vec<bool> {
         if !needed[i] {
             continue;
         }
-        let deps: Vec<NodeId> = match &spec.graph.nodes[i].0 {
-            Node::Unary(_, a) | Node::Cast(a) => vec![*a],
-            Node::Binary(_, a, b) | Node::Compare(_, a, b) => vec![*a, *b],
-            Node::Where(c, a, b) => vec![*c, *a, *b],
-            Node::RandomSalted { salt, .. } => vec![*salt],
-            _ => vec![],
+        let (deps, count): ([NodeId; 3], usize) = match &spec.graph.nodes[i].0 {
+            Node::Unary(_, a) | Node::Cast(a) => ([*a, 0, 0], 1),
+            Node::Binary(_, a, b) | Node::Compare(_, a, b) => ([*a, *b, 0], 2),
+            Node::Where(c, a, b) => ([*c, *a, *b], 3),
+            Node::RandomSalted { salt, .. } => ([*salt, 0, 0], 1),
+            _ => ([0; 3], 0),
         };
-        for d in deps {
+        for &d in &deps[..count] {
             needed[d as usize] = true;
         }
     }
@@ -515,7 +518,7 @@ pub(crate) fn scalar_params<'a>(spec: &'a Spec<'a>) -> impl Iterator<Item = Valu
     let needed = if spec.graph.nodes.iter().any(is_param) {
         needed_nodes(spec)
     } else {
-        Vec::new()
+        smallvec::SmallVec::new()
     };
     spec.graph
         .nodes
