@@ -15,9 +15,10 @@ use crate::backend::{KernelArg, LaunchConfig};
 use crate::error::{BackendError, Result};
 
 /// `HOLOGRAM_WGPU_DUMP_DIR=<dir>` writes each generated module's WGSL to
-/// `<dir>/<kernel>.<trusted|plain>.wgsl` (trusted: built without wgpu's own index clamps) before it is compiled (for reading what a kernel
-/// became, or timing a hand-edited variant). A failed write is reported once on stderr and
-/// otherwise ignored: dumping must not change what runs.
+/// `<dir>/<kernel>.<trusted|plain>.wgsl` (trusted: built without wgpu's own index clamps)
+/// before it is compiled, for reading what a kernel became or timing a hand-edited variant. A
+/// failed write is reported once on stderr and otherwise ignored: dumping must not change what
+/// runs.
 fn dump_wgsl(kernel: &str, checked: bool, wgsl: &str) {
     static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     let Some(dir) = DIR.get_or_init(|| std::env::var_os("HOLOGRAM_WGPU_DUMP_DIR").map(Into::into))
