@@ -279,6 +279,8 @@ macro_rules! with_num {
     };
 }
 
+pub(crate) use with_num;
+
 /// Like `with_num!` for integer types only.
 macro_rules! with_int {
     ($ty:expr, |$T:ident| $body:expr) => {

@@ -10,6 +10,7 @@ use super::compile::{CpuKernel, Slot, XOp, MAX_CONST_SLOTS};
 use super::fanout::{self, Claims};
 use super::memops::ArrayView;
 use super::native_divide::InvariantDivisor;
+use super::native_scalar::{self, ScalarOp};
 use super::native_walk::{self, WalkLoad};
 
 /// Elements per chunk: registers of a chunk stay in L1/L2.
@@ -59,6 +60,9 @@ pub(crate) struct NativeMap {
     /// scalars; a bias row of 1024 over 4096-element chunks), every chunk loads what the first
     /// did, so each participant fills the register once per launch, not once per chunk.
     keeps: Vec<bool>,
+    /// Per body instruction: a binary operation on a walk's register that takes the walk's
+    /// values as they are, run by run, in launches whose runs are long (`native_scalar`).
+    scalar_ops: Vec<Option<ScalarOp>>,
 }
 
 impl NativeMap {
@@ -197,11 +201,13 @@ impl NativeMap {
             })
             .collect();
         let skip = native_walk::skippable(&feeds, &uses, &is_walk);
+        let scalar_ops = native_scalar::plan(body, &walks, &defs, &uses, &def_at);
         let gid_slot = gid_slot.filter(|&g| reads_slot(k, pattern.body_start, &skip, &walks, g));
         let splatted = (0..k.consts.len().min(MAX_CONST_SLOTS))
             .filter(|&i| reads_slot(k, pattern.body_start, &skip, &walks, k.consts[i].0))
             .collect();
         NativeMap {
+            scalar_ops,
             walks,
             skip,
             keeps,
@@ -414,7 +420,11 @@ impl NativeMap {
         } else {
             SmallVec::new()
         };
-        let filled_once = |i: usize| once.get(i).copied().unwrap_or(false);
+        // Scalar operations taking their walk's values as they are, and the walk loads they
+        // replace; empty for most maps.
+        let scalar = native_scalar::active(&self.scalar_ops, &self.walks, const_bits);
+        let replaced = |i: usize| scalar.get(i).copied().unwrap_or(false);
+        let filled_once = |i: usize| once.get(i).copied().unwrap_or(false) && !replaced(i);
         let make_state = |s: &mut Scratch| {
             // Not cleared: a map reads no register before writing it (`recognize_map` takes no
             // kernel with zero-initialized registers), so what an earlier launch left is never
@@ -502,6 +512,29 @@ impl NativeMap {
                         std::slice::from_raw_parts_mut(ptrs[slot as usize] as *mut u64, width)
                     };
                     fill_splat(region, const_bits[ci as usize], ty.size_bytes());
+                }
+                if replaced(i) {
+                    if let Some(op) = &self.scalar_ops[i] {
+                        // SAFETY: every slot pointer addresses the chunk's elements; the walk's
+                        // buffer is a live input no chunk writes (`can_run`).
+                        let ok = unsafe {
+                            op.run(
+                                &x.op,
+                                body,
+                                &self.walks,
+                                globals,
+                                const_bits,
+                                ptrs,
+                                start,
+                                len,
+                            )
+                        };
+                        if !ok {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                    continue;
                 }
                 if self.skip[i] || filled_once(i) {
                     continue;

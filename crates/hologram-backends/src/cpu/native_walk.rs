@@ -196,6 +196,15 @@ pub(crate) fn skippable(feeds: &[Feed], uses: &[u32], loads: &[bool]) -> Vec<boo
     }
 }
 
+/// The runs of a walk in one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Runs {
+    /// Every `p` consecutive gids load one element (`u64::MAX` for a broadcast scalar).
+    Splat(u64),
+    /// Consecutive gids load consecutive elements, `m` of them before the walk wraps.
+    Contiguous(u64),
+}
+
 impl WalkLoad {
     /// How many consecutive elements the walk's indexes repeat after: 1 for a broadcast scalar,
     /// `p * m` for a walk with a remainder (a bias row over the rows of a matrix repeats every
@@ -209,21 +218,40 @@ impl WalkLoad {
         (p > 0 && m > 0).then(|| p * m)
     }
 
-    /// Writes the loaded elements of gids `start..start + len` to `dst`; false when the launch
-    /// must go to the interpreter instead (an index out of bounds, a zero divisor, an index past
-    /// `u32`, a buffer other threads may write).
+    /// How a launch's gids load (by its divisor and modulus): see [`Runs`].
+    pub(crate) fn runs_of(&self, consts: &[u64]) -> Runs {
+        let value = |c: Option<usize>, default: u64| c.map_or(default, |c| consts[c] & 0xffff_ffff);
+        if self.constant {
+            return Runs::Splat(u64::MAX);
+        }
+        match value(self.div, 1) {
+            1 => Runs::Contiguous(value(self.rem, u64::MAX)),
+            p => Runs::Splat(p),
+        }
+    }
+
+    /// The element size in bytes.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Calls `each(offset, run, src)` for the runs of gids `start..start + len`, in order:
+    /// `run` gids from `start + offset` on load `run` consecutive elements from `src` when
+    /// the walk has no divisor (`p` = 1), or all load the one element at `src` otherwise. False,
+    /// with no call made, when the launch must go to the interpreter instead (an index out of
+    /// bounds, a zero divisor, an index past `u32`, a buffer other threads may write).
     ///
     /// # Safety
     ///
-    /// `dst` holds `len` elements of the load's size; `view` is a live buffer of elements of
-    /// that size, `view.len` of them from `view.base`.
-    pub(crate) unsafe fn fill(
+    /// `view` is a live buffer of elements of the walk's size, `view.len` of them from
+    /// `view.base`.
+    pub(crate) unsafe fn runs(
         &self,
         consts: &[u64],
         start: usize,
         len: usize,
-        dst: *mut u8,
         view: &ArrayView,
+        mut each: impl FnMut(usize, usize, *const u8),
     ) -> bool {
         let value = |c: Option<usize>, default: u64| c.map_or(default, |c| consts[c] & 0xffff_ffff);
         // A constant index is a walk whose divisor no index reaches.
@@ -256,30 +284,52 @@ impl WalkLoad {
         if top + o > u32::MAX as u64 || top + o >= view.len {
             return false;
         }
-        let size = self.size;
-        let (mut g, end, mut out) = (first, last + 1, dst);
+        let (mut g, end) = (first, last + 1);
         while g < end {
             let cur = (g / p) % m + o;
             // SAFETY: `cur <= top + o < view.len` (checked above).
-            let src = unsafe { view.base.add(cur as usize * size) };
+            let src = unsafe { view.base.add(cur as usize * self.size) };
             let run = if p == 1 {
                 // Contiguous until the walk wraps.
-                let run = (end - g).min(m - (g % m)) as usize;
-                // SAFETY: indexes cur..cur + run are within the checked range; `out` has room
-                // for the rest of the chunk.
-                unsafe { std::ptr::copy_nonoverlapping(src, out, run * size) };
-                run
+                (end - g).min(m - (g % m))
             } else {
-                let run = (end - g).min(p - g % p) as usize;
-                // SAFETY: `src` is one element; `out` has room for `run` more.
-                unsafe { splat(src, out, run, size) };
-                run
+                (end - g).min(p - g % p)
             };
-            g += run as u64;
-            // SAFETY: stays within the `len` elements of `dst`.
-            out = unsafe { out.add(run * size) };
+            each((g - first) as usize, run as usize, src);
+            g += run;
         }
         true
+    }
+
+    /// Writes the loaded elements of gids `start..start + len` to `dst`; false when the launch
+    /// must go to the interpreter instead (see [`WalkLoad::runs`]).
+    ///
+    /// # Safety
+    ///
+    /// `dst` holds `len` elements of the load's size; `view` is a live buffer of elements of
+    /// that size, `view.len` of them from `view.base`.
+    pub(crate) unsafe fn fill(
+        &self,
+        consts: &[u64],
+        start: usize,
+        len: usize,
+        dst: *mut u8,
+        view: &ArrayView,
+    ) -> bool {
+        let size = self.size;
+        let contiguous = matches!(self.runs_of(consts), Runs::Contiguous(_));
+        // SAFETY: the view is as `runs` needs; each run's elements are within the checked range,
+        // and `dst` has room for the chunk's `len` elements.
+        unsafe {
+            self.runs(consts, start, len, view, |offset, run, src| {
+                let out = dst.add(offset * size);
+                if contiguous {
+                    std::ptr::copy_nonoverlapping(src, out, run * size);
+                } else {
+                    splat(src, out, run, size);
+                }
+            })
+        }
     }
 }
 
