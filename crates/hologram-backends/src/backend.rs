@@ -415,6 +415,14 @@ pub trait Library: Send + Sync {
         false
     }
 
+    /// Runs a small element-wise map of two operands at once, with library code; `Ok(false)`
+    /// where this library does not run it (callers then launch the generic kernel, which gives
+    /// the same bits). The default declines every map.
+    fn binary_map(&self, map: &crate::library::BinaryMap<'_>) -> Result<bool> {
+        let _ = map;
+        Ok(false)
+    }
+
     /// Whether [`Library::conv`] runs this pass of this convolution with a vendor library
     /// (cuDNN on CUDA). The default says no: callers lower the convolution to `im2col` and GEMM.
     fn supports_conv(
@@ -503,6 +511,15 @@ impl dyn Backend + '_ {
         match self.library() {
             Some(library) => library.gemm(desc, a, b, c),
             None => crate::library::gemm::generic_gemm(self, desc, a, b, c),
+        }
+    }
+
+    /// Runs a small element-wise map of two operands with the backend's library code (see
+    /// [`Library::binary_map`]); `Ok(false)` where it has none for this map.
+    pub fn binary_map(&self, map: &crate::library::BinaryMap<'_>) -> Result<bool> {
+        match self.library() {
+            Some(library) => library.binary_map(map),
+            None => Ok(false),
         }
     }
 

@@ -48,6 +48,6 @@ pub use backend_type::BackendType;
 pub use cpu::CpuBackend;
 pub use error::{BackendError, Result};
 pub use host_buffer::{HostBuffer, ReturnBuffer};
-pub use library::{ConvDesc, ConvPass, GemmDesc, GemmPrecision, OuterBatch};
+pub use library::{BinaryMap, ConvDesc, ConvPass, GemmDesc, GemmPrecision, MapOperand, OuterBatch};
 #[cfg(feature = "wgpu")]
 pub use wgpu::WgpuBackend;

@@ -38,10 +38,11 @@ pub struct KernelCacheStats {
 /// ```
 /// let exec = hologram_core::Executor::cpu();
 /// let a = hologram_core::Tensor::from_slice(&exec, &[1.0f32, 2.0, 3.0], &[3])?;
-/// let _ = a.add(&a)?.to_vec::<f32>()?;
+/// let _ = a.add(&a)?.relu()?.to_vec::<f32>()?;
 /// let s = exec.stats();
-/// assert_eq!(s.kernels.compiles, 1);
-/// assert_eq!(s.backend.library_launches, 1); // the add ran as a native element-wise loop
+/// assert_eq!(s.kernels.compiles, 1); // one kernel for relu(a + a)
+/// assert_eq!(s.backend.library_launches, 1); // run as a native element-wise loop
+/// assert_eq!(s.launches, 1);
 /// # Ok::<(), hologram_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -265,6 +266,20 @@ impl Executor {
             args: args.to_vec(),
         });
         Ok(())
+    }
+
+    /// Runs a small element-wise map of two operands with the backend's library code, counted
+    /// as a launch when it ran; false where the backend has none for it (see
+    /// [`hologram_backends::Library::binary_map`]). Never while this thread records a plan,
+    /// whose steps are launches.
+    pub(crate) fn binary_map(&self, map: &hologram_backends::BinaryMap<'_>) -> Result<bool> {
+        if self.recording_here() || !self.inner.backend.binary_map(map)? {
+            return Ok(false);
+        }
+        self.inner
+            .launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
     }
 
     /// Runs a GEMM on the backend (counted as a launch).

@@ -27,6 +27,7 @@ mod native_scalar;
 mod native_walk;
 mod openmp;
 mod private;
+mod small_map;
 mod trust;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -393,6 +394,10 @@ impl crate::backend::Library for CpuBackend {
                 .entered();
         bump(&self.counters.library_launches, 1);
         gemm::gemm(desc, a, b, c)
+    }
+
+    fn binary_map(&self, map: &crate::library::BinaryMap<'_>) -> Result<bool> {
+        self.small_binary_map(map)
     }
 }
 

@@ -94,6 +94,23 @@ struct Gen<'a> {
     walks: Vec<Option<String>>,
 }
 
+/// The instruction of an element-wise binary function.
+pub(crate) fn isa_op(f: BinaryFn) -> BinaryOp {
+    match f {
+        BinaryFn::Add => BinaryOp::Add,
+        BinaryFn::Sub => BinaryOp::Sub,
+        BinaryFn::Mul => BinaryOp::Mul,
+        BinaryFn::Div => BinaryOp::Div,
+        BinaryFn::Rem => BinaryOp::Rem,
+        BinaryFn::Pow => BinaryOp::Pow,
+        BinaryFn::Min => BinaryOp::Min,
+        BinaryFn::Max => BinaryOp::Max,
+        BinaryFn::And => BinaryOp::And,
+        BinaryFn::Or => BinaryOp::Or,
+        BinaryFn::Xor => BinaryOp::Xor,
+    }
+}
+
 fn compute(d: DType) -> Type {
     d.compute()
 }
@@ -243,20 +260,7 @@ impl Gen<'_> {
             Node::Unary(f, a) => self.unary(f, t, &v, a),
             Node::Binary(f, a, b) => {
                 let (x, y) = (self.opnd(a), self.opnd(b));
-                let op = match f {
-                    BinaryFn::Add => BinaryOp::Add,
-                    BinaryFn::Sub => BinaryOp::Sub,
-                    BinaryFn::Mul => BinaryOp::Mul,
-                    BinaryFn::Div => BinaryOp::Div,
-                    BinaryFn::Rem => BinaryOp::Rem,
-                    BinaryFn::Pow => BinaryOp::Pow,
-                    BinaryFn::Min => BinaryOp::Min,
-                    BinaryFn::Max => BinaryOp::Max,
-                    BinaryFn::And => BinaryOp::And,
-                    BinaryFn::Or => BinaryOp::Or,
-                    BinaryFn::Xor => BinaryOp::Xor,
-                };
-                self.b.binary(op, t, &v, x, y);
+                self.b.binary(isa_op(f), t, &v, x, y);
             }
             Node::Compare(c, a, b) => {
                 let ct = compute(self.spec.graph.dtype(a));

@@ -368,6 +368,9 @@ impl Fused<'_> {
         if n == 0 {
             return Ok(());
         }
+        if outs.len() == 1 && super::small_map::run(exec, self, out)? {
+            return Ok(());
+        }
         // Dimensions that every operand walks as one (a broadcast mask over [batch, heads] rows, a
         // contiguous run) are merged, so kernels compute fewer coordinates per element. Dense
         // row-major operands (the common case) merge into one dimension walked at `%gid`, which

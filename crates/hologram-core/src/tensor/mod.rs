@@ -6,6 +6,7 @@ pub(crate) mod expr;
 pub mod layout;
 pub(crate) mod lazy;
 mod realize_all;
+mod small_map;
 mod views;
 
 use std::sync::Arc;
