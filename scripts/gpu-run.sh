@@ -21,7 +21,15 @@ CONF=tests/conformance
 STEPS=()
 
 # record NAME STATUS DETAIL (tab-separated in STEPS)
-record() { STEPS+=("$1"$'\t'"$2"$'\t'"$3"); }
+# A step left out by GPU_RUN_SKIP / GPU_RUN_ONLY is recorded as such, whatever its status says.
+record() {
+    if [ "${LAST_NOT_RUN:-0}" = 1 ]; then
+        STEPS+=("$1"$'\t'"not run"$'\t'"left out by GPU_RUN_SKIP / GPU_RUN_ONLY")
+        LAST_NOT_RUN=0
+        return
+    fi
+    STEPS+=("$1"$'\t'"$2"$'\t'"$3")
+}
 
 # The whole run must end, table printed, before the device tool's limit (600 s by default).
 BUDGET=${GPU_RUN_BUDGET_S:-560}
@@ -34,7 +42,9 @@ BUDGET=${GPU_RUN_BUDGET_S:-560}
 step() {
     local name=$1 limit=$2
     shift 2
+    LAST_NOT_RUN=0
     if [[ " ${GPU_RUN_SKIP:-} " == *" $name "* ]] || { [ -n "${GPU_RUN_ONLY:-}" ] && [[ " $GPU_RUN_ONLY " != *" $name "* ]]; }; then
+        LAST_NOT_RUN=1
         printf '\n==> %s: not in this run\n' "$name"
         echo "not in this run" >"$SCRATCH/$name.out"
         return 98
