@@ -368,11 +368,10 @@ pub(crate) fn run(
             }
         },
     )?;
-    gpu.work.launch(gpu, queued, &bound.words, |enc, offsets| {
-        record(
-            enc, kernel, pipeline, &group, offsets, &placed, &pools, dims,
-        )
-    })?;
+    gpu.work
+        .launch(gpu, queued, &bound.words, |batch, offsets| {
+            record(batch, pipeline, &group, offsets, &placed, &pools, dims)
+        })?;
     super::profile::LAUNCH.add(started);
     Ok(())
 }
@@ -504,12 +503,11 @@ fn bind_group(
     (group, pool_bufs)
 }
 
-/// Records one launch (copies into parameter pools, the dispatch, copies back) into the batch's
-/// encoder.
+/// Records one launch (copies into parameter pools, the dispatch, copies back) into the batch:
+/// the dispatch into its open compute pass, the copies (which end it) into its encoder.
 #[allow(clippy::too_many_arguments)]
 fn record(
-    enc: &mut ::wgpu::CommandEncoder,
-    kernel: &Kernel,
+    batch: &mut super::work_queue::Batch<'_>,
     pipeline: &Pipeline,
     group: &::wgpu::BindGroup,
     offsets: &[u32; 2],
@@ -519,7 +517,7 @@ fn record(
 ) {
     for pl in placed {
         if pl.end > pl.start {
-            enc.copy_buffer_to_buffer(
+            batch.encoder().copy_buffer_to_buffer(
                 pl.src,
                 pl.start,
                 &pool_bufs[pl.pool],
@@ -528,17 +526,12 @@ fn record(
             );
         }
     }
-    {
-        let mut pass = enc.begin_compute_pass(&::wgpu::ComputePassDescriptor {
-            label: Some(&kernel.name),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, group, offsets);
-        pass.dispatch_workgroups(dims[0], dims[1], dims[2]);
-    }
+    let pass = batch.pass();
+    pass.set_pipeline(&pipeline.pipeline);
+    pass.set_bind_group(0, group, offsets);
+    pass.dispatch_workgroups(dims[0], dims[1], dims[2]);
     for pl in placed.iter().filter(|pl| pl.writable && pl.end > pl.start) {
-        enc.copy_buffer_to_buffer(
+        batch.encoder().copy_buffer_to_buffer(
             &pool_bufs[pl.pool],
             pl.pos,
             pl.src,

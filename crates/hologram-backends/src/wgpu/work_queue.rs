@@ -86,6 +86,9 @@ struct Submitted {
 struct State {
     /// The batch being recorded.
     encoder: Option<::wgpu::CommandEncoder>,
+    /// The compute pass open in `encoder`: consecutive dispatches share one (a pass per
+    /// launch cost wgpu's encoding a pass each at submission); a copy or the submission ends it.
+    pass: Option<::wgpu::ComputePass<'static>>,
     /// Commands in `encoder`.
     recorded: usize,
     /// Launches since the last wait; launch `i` owns error slot `i`.
@@ -191,7 +194,7 @@ impl WorkQueue {
         gpu: &Gpu,
         launch: QueuedLaunch,
         words: &[u32],
-        record: impl FnOnce(&mut ::wgpu::CommandEncoder, &[u32; 2]),
+        record: impl FnOnce(&mut Batch<'_>, &[u32; 2]),
     ) -> Result<()> {
         let bytes = 4 * words.len() as u64;
         if bytes > ARGS_RING_BYTES {
@@ -214,7 +217,7 @@ impl WorkQueue {
             (st.launches.len() as u64 * self.stride) as u32,
             args_at as u32,
         ];
-        record(encoder(gpu, &mut st), &offsets);
+        record(&mut Batch { gpu, st: &mut st }, &offsets);
         st.recorded += 1;
         st.launches.push(launch);
         if st.recorded >= SUBMIT_AT {
@@ -285,6 +288,7 @@ impl WorkQueue {
     /// Writes the batch's argument words and submits the batch. Recording errors (wgpu reports
     /// them when the encoder is finished) go to the threads whose launches were in the batch.
     fn submit_locked(&self, gpu: &Gpu, st: &mut State) {
+        st.pass = None;
         let Some(enc) = st.encoder.take() else {
             return;
         };
@@ -428,8 +432,39 @@ impl WorkQueue {
     }
 }
 
-/// The batch's encoder, created by its first command.
+/// A launch's view of the batch: the encoder for copies, the open compute pass for dispatches.
+pub(crate) struct Batch<'a> {
+    gpu: &'a Gpu,
+    st: &'a mut State,
+}
+
+impl Batch<'_> {
+    /// The batch's encoder (ending the open compute pass).
+    pub fn encoder(&mut self) -> &mut ::wgpu::CommandEncoder {
+        encoder(self.gpu, self.st)
+    }
+
+    /// The batch's open compute pass (begun if none is).
+    pub fn pass(&mut self) -> &mut ::wgpu::ComputePass<'static> {
+        if self.st.pass.is_none() {
+            let pass = encoder(self.gpu, self.st)
+                .begin_compute_pass(&::wgpu::ComputePassDescriptor {
+                    label: Some("hologram launches"),
+                    timestamp_writes: None,
+                })
+                .forget_lifetime();
+            self.st.pass = Some(pass);
+        }
+        match &mut self.st.pass {
+            Some(pass) => pass,
+            None => unreachable!("the pass was just begun"),
+        }
+    }
+}
+
+/// The batch's encoder, created by its first command; an open compute pass ends first.
 fn encoder<'s>(gpu: &Gpu, st: &'s mut State) -> &'s mut ::wgpu::CommandEncoder {
+    st.pass = None;
     st.encoder.get_or_insert_with(|| {
         gpu.device
             .create_command_encoder(&::wgpu::CommandEncoderDescriptor::default())
