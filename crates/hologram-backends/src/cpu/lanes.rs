@@ -39,14 +39,14 @@ unsafe fn store_lane<D: Copy>(d: *mut D, i: usize, v: D, mask: Option<&[u8]>) {
 }
 
 /// Lanes per block of the unmasked lane loops.
-const BLOCK: usize = 16;
+pub(crate) const BLOCK: usize = 16;
 
 /// Lanes `i..i + BLOCK` of a slot.
 ///
 /// # Safety
 /// Those lanes are valid for reads.
 #[inline(always)]
-unsafe fn read_block<T: Copy>(p: *const T, i: usize) -> [T; BLOCK] {
+pub(crate) unsafe fn read_block<T: Copy>(p: *const T, i: usize) -> [T; BLOCK] {
     // SAFETY: the contract.
     unsafe { std::ptr::read_unaligned(p.add(i) as *const [T; BLOCK]) }
 }
@@ -56,7 +56,7 @@ unsafe fn read_block<T: Copy>(p: *const T, i: usize) -> [T; BLOCK] {
 /// # Safety
 /// Those lanes are valid for writes.
 #[inline(always)]
-unsafe fn write_block<T: Copy>(p: *mut T, i: usize, v: [T; BLOCK]) {
+pub(crate) unsafe fn write_block<T: Copy>(p: *mut T, i: usize, v: [T; BLOCK]) {
     // SAFETY: the contract.
     unsafe { std::ptr::write_unaligned(p.add(i) as *mut [T; BLOCK], v) }
 }

@@ -10,7 +10,7 @@ use half::{bf16, f16};
 use hologram_isa::semantics::Num;
 use hologram_isa::{BinaryOp, Type};
 
-use super::lanes::{simd_level, with_num};
+use super::lanes::{read_block, simd_level, with_num, write_block, BLOCK};
 
 /// `d[i] = f(a[i], s)`, or `f(s, a[i])` when `scalar_first`, for `i < n`.
 ///
@@ -20,9 +20,6 @@ use super::lanes::{simd_level, with_num};
 /// alignment).
 pub(crate) type ScalarLaneFn =
     unsafe fn(n: usize, d: *mut u8, a: *const u8, s: *const u8, scalar_first: bool);
-
-/// Lanes per block when the destination is the operand (see `map2` in `lanes.rs`).
-const BLOCK: usize = 16;
 
 /// Applies `f` with the value at `s` as one operand.
 ///
@@ -61,9 +58,8 @@ unsafe fn each<T: Copy>(n: usize, d: *mut T, a: *const T, g: impl Fn(T) -> T) {
         let mut i = 0;
         if std::ptr::eq(d as *const T, a) {
             while i + BLOCK <= n {
-                let x = std::ptr::read_unaligned(a.add(i) as *const [T; BLOCK]);
-                let y: [T; BLOCK] = std::array::from_fn(|j| g(x[j]));
-                std::ptr::write_unaligned(d.add(i) as *mut [T; BLOCK], y);
+                let x = read_block(a, i);
+                write_block(d, i, std::array::from_fn(|j| g(x[j])));
                 i += BLOCK;
             }
         }

@@ -446,19 +446,16 @@ impl Batch<'_> {
 
     /// The batch's open compute pass (begun if none is).
     pub fn pass(&mut self) -> &mut ::wgpu::ComputePass<'static> {
-        if self.st.pass.is_none() {
-            let pass = encoder(self.gpu, self.st)
+        let pass = match self.st.pass.take() {
+            Some(pass) => pass,
+            None => encoder(self.gpu, self.st)
                 .begin_compute_pass(&::wgpu::ComputePassDescriptor {
                     label: Some("hologram launches"),
                     timestamp_writes: None,
                 })
-                .forget_lifetime();
-            self.st.pass = Some(pass);
-        }
-        match &mut self.st.pass {
-            Some(pass) => pass,
-            None => unreachable!("the pass was just begun"),
-        }
+                .forget_lifetime(),
+        };
+        self.st.pass.insert(pass)
     }
 }
 

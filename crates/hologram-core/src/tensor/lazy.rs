@@ -332,6 +332,11 @@ pub(crate) struct Fused<'a> {
     pub shape: &'a [usize],
 }
 
+/// True when `l` addresses a dense row-major array of `shape` from element 0 of its buffer.
+pub(crate) fn dense_as(l: &Layout, shape: &[usize]) -> bool {
+    l.offset == 0 && l.shape.as_slice() == shape && l.is_contiguous()
+}
+
 /// True when `t` is stored dense: contiguous from element 0 of its buffer.
 pub(crate) fn is_dense(t: &Tensor) -> bool {
     matches!(t.src, Source::Stored(_)) && t.layout.offset == 0 && t.layout.is_contiguous()
@@ -375,8 +380,7 @@ impl Fused<'_> {
         // contiguous run) are merged, so kernels compute fewer coordinates per element. Dense
         // row-major operands (the common case) merge into one dimension walked at `%gid`, which
         // needs no layout work.
-        let dense =
-            |l: &Layout| l.offset == 0 && l.shape.as_slice() == lazy.shape && l.is_contiguous();
+        let dense = |l: &Layout| dense_as(l, lazy.shape);
         let (shape, layouts, out_layout) =
             if dense(&out.layout) && lazy.inputs.iter().all(|i| dense(&i.layout)) {
                 (smallvec::smallvec![n], SmallVec::new(), None)

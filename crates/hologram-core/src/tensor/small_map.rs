@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::executor::Executor;
 use crate::kernels::elementwise::isa_op;
 use crate::tensor::expr::{Node, NodeId};
-use crate::tensor::lazy::{is_dense, Fused};
+use crate::tensor::lazy::{dense_as, is_dense, Fused};
 use crate::tensor::Tensor;
 
 /// Runs `expr` into `out` (stored, of the expression's shape) through the backend's library
@@ -33,12 +33,8 @@ pub(crate) fn run(exec: &Executor, expr: &Fused<'_>, out: &Tensor) -> Result<boo
         match expr.graph.nodes.get(id as usize)? {
             (Node::Input(k), dt) if *dt == dtype => {
                 let input = expr.inputs.get(*k as usize)?;
-                let l = &input.layout;
-                (input.dtype == dtype
-                    && l.offset == 0
-                    && l.shape.as_slice() == expr.shape
-                    && l.is_contiguous())
-                .then(|| input.storage.arg(0, input.storage.bytes))
+                (input.dtype == dtype && dense_as(&input.layout, expr.shape))
+                    .then(|| input.storage.arg(0, input.storage.bytes))
             }
             _ => None,
         }
