@@ -284,8 +284,11 @@ class Tensor(_native.TensorBase):
     @staticmethod
     def realize_all(values: "Sequence[Tensor]") -> None:
         """Runs the pending expressions of ``values``: those of one shape computed from shared
-        inputs (a pre-activation and its activation) as one kernel with an output each."""
+        inputs (a pre-activation and its activation) as one kernel with an output each. Each
+        then stands for its stored result, as after :meth:`realize`."""
         _native.Tensor.realize_all([v._t for v in values])
+        for v in values:
+            v.realize()
 
     @staticmethod
     def assign_all(values: "Sequence[Tensor]", destinations: "Sequence[Tensor]") -> None:

@@ -259,3 +259,34 @@ def test_native_object_of_a_tensor_is_made_once_and_kept():
     assert np.array_equal(again.numpy(), np.arange(6, dtype=np.float32) + 1)
     copied = hg.Tensor(r)
     assert copied._t is first and copied is not r
+
+
+def test_realize_returns_the_tensor_itself_stored_and_frees_its_inputs():
+    """``realize`` runs a pending expression and returns the same object, which stands for the
+    stored result from then on (writes and its native object see a stored tensor); the tensors
+    it was computed from are freed when the caller drops them."""
+    n = 1 << 16
+    a = hg.arange(n, dtype=np.float32, device="cpu").realize()
+    b = hg.arange(n, dtype=np.float32, device="cpu").realize()
+    stats = a.executor.stats
+    y = (a - b * 2).relu() + b
+    pending_native = y._t
+    assert y.realize() is y and y.realize() is y
+    assert y._t is not pending_native and y._t is y._t
+    held = stats()["bytes_in_use"]
+    del a, b
+    assert held - stats()["bytes_in_use"] == 2 * 4 * n
+    want = np.arange(n, dtype=np.float32)
+    np.testing.assert_array_equal(y.numpy(), want)
+    y[0:2] = 5
+    np.testing.assert_array_equal(y.numpy()[:3], [5, 5, 2])
+    # A stored tensor's realize is itself too.
+    s = hg.asarray(want, device="cpu")
+    assert s.realize() is s
+    # Values realized together stand for their stored results the same way.
+    p = hg.arange(8, dtype=np.float32, device="cpu") + 1
+    q = p.relu()
+    native = q._t
+    hg.Tensor.realize_all([p, q])
+    assert not p._t.is_lazy and q._t is not native
+    np.testing.assert_array_equal(q.numpy(), np.arange(8) + 1)

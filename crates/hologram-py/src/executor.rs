@@ -150,10 +150,11 @@ impl PyExecutor {
         self.e.empty_cache()
     }
 
-    /// Waits for all submitted work.
+    /// Waits for all submitted work (the CPU backend's work is done when its call returns:
+    /// there the GIL is kept, like any call with no work).
     fn synchronize(&self, py: Python<'_>) -> PyRes<()> {
-        let e = self.e.clone();
-        nogil(py, move || e.synchronize())
+        let e = &self.e;
+        run(py, e, 0, || e.synchronize())
     }
 
     /// A tensor holding a copy of `nbytes` bytes at host `address` (C order), which `owner`

@@ -33,11 +33,22 @@ fn number_type(py: Python<'_>) -> PyRes<&Bound<'_, pyo3::types::PyType>> {
 /// conversion attempt would build an exception object.
 pub fn operand(obj: &Bound<'_, PyAny>) -> PyRes<Operand> {
     use pyo3::types::{PyBool, PyFloat, PyInt};
-    if let Ok(t) = obj.cast::<PyTensor>() {
-        return Ok(Operand::Tensor(t.get().t.clone()));
+    // Exact Python numbers first: one pointer comparison each, and an int read as an integer
+    // (its float conversion would make a float object).
+    if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        return Ok(Operand::Number(f.value()));
+    }
+    if obj.is_exact_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            // Rounded to nearest, ties to even, as Python's `float(i)`.
+            return Ok(Operand::Number(i as f64));
+        }
     }
     if let Ok(t) = obj.cast::<crate::tensor_base::PyTensorBase>() {
         return Ok(Operand::Tensor(t.get().tensor().clone()));
+    }
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        return Ok(Operand::Tensor(t.get().t.clone()));
     }
     if obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>() {
         return Ok(Operand::Number(obj.extract::<f64>()?));

@@ -4,7 +4,8 @@
 //! arithmetic operators, comparisons, unary math, `realize`, `sum` and `item`, are this class's
 //! native methods and number slots: `a + b` runs one native call, with no Python frame and no
 //! attribute writes around it. Each result is a new `hologram.Tensor` (made as this class, then
-//! given `hologram.Tensor` as its class), whatever the class of the operands.
+//! given `hologram.Tensor` as its class), whatever the class of the operands; `realize` returns
+//! the tensor itself, which stands for its stored result from then on.
 
 use hologram_core::{BinaryFn, Tensor, UnaryFn};
 use hologram_isa::CmpOp;
@@ -12,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::pyclass::CompareOp;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
+use std::sync::OnceLock;
 
 use crate::errors::{IntoPy, PyRes};
 use crate::tensor::{binary_with, compare_with, PyTensor};
@@ -27,23 +29,44 @@ use crate::tensor::{binary_with, compare_with, PyTensor};
     weakref
 )]
 pub struct PyTensorBase {
-    /// The native tensor's value (a Rust struct here, not a Python object), so the methods of
-    /// [`PyTensor`] run on it without a copy.
+    /// The native tensor's value as made (a Rust struct here, not a Python object), so the
+    /// methods of [`PyTensor`] run on it without a copy.
     t: PyTensor,
-    /// The native tensor object (`_t`), made on first use: operators and `realize` never need it.
+    /// The stored tensor `realize` made of `t`: from then on this object stands for it, so
+    /// `realize` returns the object itself and a realized tensor is stored wherever it is passed.
+    stored: OnceLock<PyTensor>,
+    /// The native tensor object (`_t`) of `t`, made on first use: operators and `realize`
+    /// never need it.
     native: PyOnceLock<Py<PyTensor>>,
+    /// The native tensor object of `stored`, made on first use.
+    native_stored: PyOnceLock<Py<PyTensor>>,
 }
 
 impl PyTensorBase {
+    /// The native tensor this object stands for now.
+    fn current(&self) -> &PyTensor {
+        self.stored.get().unwrap_or(&self.t)
+    }
+
     /// The core tensor.
     pub(crate) fn tensor(&self) -> &Tensor {
-        &self.t.t
+        &self.current().t
     }
 
     fn holding(t: Tensor) -> PyTensorBase {
         PyTensorBase {
             t: PyTensor { t },
+            stored: OnceLock::new(),
             native: PyOnceLock::new(),
+            native_stored: PyOnceLock::new(),
+        }
+    }
+
+    /// The native object of the tensor this object stands for, if made.
+    fn current_native<'a>(&'a self, py: Python<'_>) -> Option<&'a Py<PyTensor>> {
+        match self.stored.get() {
+            Some(_) => self.native_stored.get(py),
+            None => self.native.get(py),
         }
     }
 
@@ -69,8 +92,8 @@ fn public(py: Python<'_>, t: hologram_core::Result<Tensor>) -> PyRes<Bound<'_, P
 /// this class, then given the Python subclass as its class, which costs less than calling it.
 /// The first result goes through Python's own `__class__` assignment, which checks that the
 /// two classes have the same layout (the subclass adds no fields); later ones make the same
-/// switch without the checks and the audit event (about 330 instructions per result; a tiny
-/// op's `(x + 1).realize()` makes two results in about 11,000, profiled with callgrind).
+/// switch without the checks and the audit event (about 330 instructions per result, in a tiny
+/// op's `(x + 1).realize()` of about 7,000, profiled with callgrind).
 fn public_of(py: Python<'_>, t: PyRes<PyTensor>) -> PyRes<Bound<'_, PyAny>> {
     static CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let made = Bound::new(py, PyTensorBase::holding(t?.t))?.into_any();
@@ -126,8 +149,8 @@ impl PyTensorBase {
             }
             if let Ok(b) = data.cast::<PyTensorBase>() {
                 let b = b.get();
-                let made = PyTensorBase::holding(b.t.t.clone());
-                if let Some(n) = b.native.get(py) {
+                let made = PyTensorBase::holding(b.tensor().clone());
+                if let Some(n) = b.current_native(py) {
                     let _ = made.native.set(py, n.clone_ref(py));
                 }
                 return Ok(made);
@@ -147,19 +170,30 @@ impl PyTensorBase {
     /// The native tensor.
     #[getter]
     fn _t(&self, py: Python<'_>) -> PyRes<Py<PyTensor>> {
-        self.native
-            .get_or_try_init(py, || Py::new(py, self.t.clone()))
+        let (cache, t) = match self.stored.get() {
+            Some(stored) => (&self.native_stored, stored),
+            None => (&self.native, &self.t),
+        };
+        cache
+            .get_or_try_init(py, || Py::new(py, t.clone()))
             .map(|n| n.clone_ref(py))
     }
 
-    /// Runs any pending expression.
-    fn realize<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
-        public_of(py, self.t.realize(py))
+    /// Runs any pending expression; returns this tensor, stored from now on.
+    fn realize<'py>(slf: &Bound<'py, Self>, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
+        let me = slf.get();
+        if me.stored.get().is_none() {
+            // Two threads may both get here: the expression still runs once (the core tensor
+            // keeps its result), and the first result set is the one kept.
+            let stored = me.t.realize(py)?;
+            let _ = me.stored.set(stored);
+        }
+        Ok(slf.clone().into_any())
     }
 
     /// The one element as a Python bool, int or float (by dtype).
     fn item<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyAny>> {
-        self.t.value(py)
+        self.current().value(py)
     }
 
     /// The sum over ``axis`` (None: every axis; an int or a sequence of ints).
@@ -170,7 +204,7 @@ impl PyTensorBase {
         axis: Option<&Bound<'py, PyAny>>,
         keepdims: bool,
     ) -> PyRes<Bound<'py, PyAny>> {
-        public_of(py, self.t.reduce(py, "sum", axis, keepdims))
+        public_of(py, self.current().reduce(py, "sum", axis, keepdims))
     }
 
     fn __add__<'py>(&self, py: Python<'py>, o: &Bound<'py, PyAny>) -> PyRes<Bound<'py, PyAny>> {

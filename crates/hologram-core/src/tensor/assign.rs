@@ -12,7 +12,8 @@ use std::sync::Arc;
 use hologram_backends::Memory;
 
 use super::expr::{Graph, NodeId};
-use super::lazy::{is_dense, Builder, Fused, Input};
+use super::fused::{is_dense, Fused};
+use super::lazy::{Builder, Input};
 use super::{Source, Tensor};
 use crate::error::{Error, Result};
 
@@ -118,14 +119,19 @@ impl Tensor {
 
 /// The device memory `t`'s elements are computed from.
 fn read_set(t: &Tensor) -> Result<Vec<Memory>> {
-    Ok(match &t.src {
-        Source::Lazy(l) if !l.is_done() => l
-            .inputs()
-            .iter()
-            .map(|i| i.storage.memory().clone())
-            .collect(),
-        _ => vec![t.storage()?.0.memory().clone()],
-    })
+    let pending = match &t.src {
+        Source::Lazy(l) => l.pending(t.shape(), |e| {
+            e.inputs
+                .iter()
+                .map(|i| i.storage.memory().clone())
+                .collect()
+        }),
+        Source::Stored(_) => None,
+    };
+    match pending {
+        Some(memories) => Ok(memories),
+        None => Ok(vec![t.storage()?.0.memory().clone()]),
+    }
 }
 
 /// True when `new` is exactly the elements of `dst` (nothing to write).
@@ -145,7 +151,7 @@ fn runs_in_place(new: &Tensor, dst: &Tensor) -> bool {
     let Source::Lazy(l) = &new.src else {
         return false;
     };
-    if l.is_done() || new.dtype != dst.dtype || l.shape() != dst.shape() {
+    if new.dtype != dst.dtype || new.shape() != dst.shape() {
         return false;
     }
     let Source::Stored(out) = &dst.src else {
@@ -153,9 +159,12 @@ fn runs_in_place(new: &Tensor, dst: &Tensor) -> bool {
     };
     let aligned =
         |i: &Input| Arc::ptr_eq(&i.storage, out) && i.layout == dst.layout && i.dtype == dst.dtype;
-    l.inputs()
-        .iter()
-        .all(|i| !overlaps(i.storage.memory(), out.memory()) || aligned(i))
+    l.pending(new.shape(), |e| {
+        e.inputs
+            .iter()
+            .all(|i| !overlaps(i.storage.memory(), out.memory()) || aligned(i))
+    })
+    .unwrap_or(false)
 }
 
 /// True when two allocations may share bytes: by address range where the backend gives one,
@@ -217,11 +226,10 @@ impl FusedUnit {
 fn fusable(new: &Tensor, dst: &Tensor) -> bool {
     match &new.src {
         Source::Lazy(l) => {
-            !l.is_done()
-                && new.dtype == dst.dtype
-                && l.shape() == dst.shape()
+            new.dtype == dst.dtype
+                && new.shape() == dst.shape()
                 && is_dense(dst)
-                && !l.graph().reads_positions()
+                && l.pending(new.shape(), |e| !e.graph.reads_positions()) == Some(true)
         }
         _ => false,
     }
@@ -231,18 +239,21 @@ fn fusable(new: &Tensor, dst: &Tensor) -> bool {
 fn full_inputs(t: &Tensor) -> Vec<Memory> {
     match &t.src {
         Source::Lazy(l) => l
-            .inputs()
-            .iter()
-            .filter(|i| {
-                i.layout
-                    .strides
+            .pending(t.shape(), |e| {
+                e.inputs
                     .iter()
-                    .zip(&i.layout.shape)
-                    .all(|(&s, &d)| s != 0 || d == 1)
+                    .filter(|i| {
+                        i.layout
+                            .strides
+                            .iter()
+                            .zip(&i.layout.shape)
+                            .all(|(&s, &d)| s != 0 || d == 1)
+                    })
+                    .map(|i| i.storage.memory().clone())
+                    .collect()
             })
-            .map(|i| i.storage.memory().clone())
-            .collect(),
-        _ => Vec::new(),
+            .unwrap_or_default(),
+        Source::Stored(_) => Vec::new(),
     }
 }
 

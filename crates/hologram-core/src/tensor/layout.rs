@@ -32,6 +32,20 @@ impl Clone for Layout {
 
 /// Row-major strides of a shape.
 pub fn contiguous_strides(shape: &[usize]) -> Dims {
+    // Filled in a fixed array first: building the small vector element by element went through
+    // its generic growth path, a visible part of a one-element op (three layouts per op).
+    const INLINE: usize = 4;
+    if shape.len() <= INLINE {
+        let mut strides = [0usize; INLINE];
+        let mut acc = 1usize;
+        for k in (0..shape.len()).rev() {
+            strides[k] = acc;
+            acc = acc.saturating_mul(shape[k]);
+        }
+        let mut out = Dims::from_buf(strides);
+        out.truncate(shape.len());
+        return out;
+    }
     let mut strides: Dims = smallvec::smallvec![0; shape.len()];
     let mut acc = 1usize;
     for (s, &d) in strides.iter_mut().zip(shape).rev() {

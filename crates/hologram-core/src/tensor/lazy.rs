@@ -1,20 +1,18 @@
-//! Recording element-wise expressions and running them as one kernel.
+//! Recording element-wise expressions, evaluated at most once (as one kernel, see
+//! [`super::fused`]) when their result is needed.
 
 use std::sync::{Arc, Mutex};
 
-use hologram_backends::{KernelArg, LaunchConfig};
 use hologram_isa::semantics::{eval, Value};
-
-use super::expr::{Graph, Node, NodeId};
 use smallvec::SmallVec;
 
+use super::expr::{Graph, Node, NodeId};
+use super::fused::Fused;
 use super::layout::{Dims, Layout};
 use super::{Source, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::kernels::elementwise::{self, broadcast_walk, Access, Spec};
-use crate::kernels::launch_cache;
 use crate::storage::Storage;
 
 /// Most nodes one fused kernel evaluates; longer chains are cut by realizing operands.
@@ -38,15 +36,36 @@ impl Input {
     }
 }
 
-/// An expression over stored inputs, evaluated at most once.
+/// What a pending tensor computes: a graph over stored inputs, in the shape it was recorded in.
+pub(crate) struct Expr {
+    pub graph: Graph,
+    pub root: NodeId,
+    pub inputs: Vec<Input>,
+}
+
+/// An expression in a tensor's own shape, borrowed while it is pending ([`LazyTensor::pending`]).
+#[derive(Clone, Copy)]
+pub(crate) struct ExprRef<'a> {
+    pub graph: &'a Graph,
+    pub root: NodeId,
+    pub inputs: &'a [Input],
+}
+
+/// A lazy tensor's expression until it has run, then its result. The expression is dropped when
+/// it runs, so a result does not keep the memory of the tensors it was computed from alive.
+enum State {
+    Pending(Expr),
+    Done(Arc<Storage>),
+}
+
+/// An expression over stored inputs, evaluated at most once. A tensor holding it may view it
+/// in another shape of as many elements (a reshape, [`LazyTensor::can_view_as`]): the tensor's
+/// shape is its layout's, and the expression's inputs are viewed in it when it is read.
 pub(crate) struct LazyTensor {
-    graph: Graph,
-    root: NodeId,
-    inputs: Vec<Input>,
+    /// The shape the expression was recorded in.
     shape: Dims,
-    /// The result once run: shared with the expression's reshapes ([`LazyTensor::reshaped`]),
-    /// whose contiguous results are the same elements in the same order.
-    done: Arc<Mutex<Option<Arc<Storage>>>>,
+    /// The expression or its result.
+    state: Mutex<State>,
 }
 
 /// A tensor's part in a new expression: its graph (one input node for a stored tensor), root
@@ -61,38 +80,42 @@ pub(crate) struct Operand {
 
 /// The value `x` as a `dtype` constant (by the `cvt` rules; bool is `x != 0`).
 pub(crate) fn scalar_value(x: f64, dtype: DType) -> Value {
-    if dtype == DType::Bool {
-        return Value::Pred(x != 0.0);
+    match dtype {
+        DType::Bool => Value::Pred(x != 0.0),
+        // What `cvt` gives, without its generic dispatch (a visible part of a one-element op).
+        DType::F32 => Value::F32(x as f32),
+        DType::F64 => Value::F64(x),
+        _ => eval::cvt(Value::F64(x), dtype.storage()).unwrap_or(Value::F64(x)),
     }
-    eval::cvt(Value::F64(x), dtype.storage()).unwrap_or(Value::F64(x))
 }
 
 impl Operand {
     /// The operand for a tensor (realizing nothing: pending expressions are inlined).
     pub fn of(t: &Tensor) -> Result<Operand> {
-        match &t.src {
-            Source::Lazy(l) if !l.is_done() => Ok(Operand {
-                graph: l.graph.clone(),
-                root: l.root,
-                inputs: l.inputs.clone(),
-                shape: l.shape.to_vec(),
-            }),
-            _ => {
-                let (storage, layout) = t.storage()?;
-                let mut graph = Graph::default();
-                let root = graph.push(Node::Input(0), t.dtype);
-                Ok(Operand {
-                    graph,
-                    root,
-                    inputs: vec![Input {
-                        storage,
-                        layout,
-                        dtype: t.dtype,
-                    }],
-                    shape: t.shape().to_vec(),
-                })
+        if let Source::Lazy(l) = &t.src {
+            let pending = l.pending(t.shape(), |e| Operand {
+                graph: e.graph.clone(),
+                root: e.root,
+                inputs: e.inputs.to_vec(),
+                shape: t.shape().to_vec(),
+            });
+            if let Some(op) = pending {
+                return Ok(op);
             }
         }
+        let (storage, layout) = t.storage()?;
+        let mut graph = Graph::default();
+        let root = graph.push(Node::Input(0), t.dtype);
+        Ok(Operand {
+            graph,
+            root,
+            inputs: vec![Input {
+                storage,
+                layout,
+                dtype: t.dtype,
+            }],
+            shape: t.shape().to_vec(),
+        })
     }
 
     /// A constant operand.
@@ -121,13 +144,7 @@ impl Operand {
 
     /// Wraps the operand as an expression of the given shape.
     pub fn into_lazy(self, shape: &[usize]) -> LazyTensor {
-        LazyTensor {
-            graph: self.graph,
-            root: self.root,
-            inputs: self.inputs,
-            shape: Dims::from_slice(shape),
-            done: Arc::new(Mutex::new(None)),
-        }
+        LazyTensor::new(self.graph, self.root, self.inputs, shape)
     }
 }
 
@@ -168,13 +185,19 @@ impl<'s> Builder<'s> {
     /// Adds a tensor; returns the node of its value.
     pub fn tensor(&mut self, t: &Tensor) -> Result<NodeId> {
         if let Source::Lazy(l) = &t.src {
-            if !l.is_done() {
+            let inlined = l.pending(t.shape(), |e| {
                 // A graph that reads element positions (`arange`, random numbers) cannot be
                 // evaluated at the positions of another shape: it runs first.
-                if l.graph.reads_positions() && l.shape.as_slice() != self.shape {
-                    return self.stored(&t.realize()?);
+                if e.graph.reads_positions() && t.shape() != self.shape {
+                    None
+                } else {
+                    Some(self.inline(e, t.shape()))
                 }
-                return self.inline(l);
+            });
+            match inlined {
+                Some(Some(node)) => return node,
+                Some(None) => return self.stored(&t.realize()?),
+                None => {}
             }
         }
         self.stored(t)
@@ -193,23 +216,24 @@ impl<'s> Builder<'s> {
         Ok(self.graph.push(Node::Input(k), t.dtype))
     }
 
-    fn inline(&mut self, l: &LazyTensor) -> Result<NodeId> {
-        let broadcast = l.shape.as_slice() != self.shape;
-        let mut map: SmallVec<[u32; 8]> = SmallVec::with_capacity(l.inputs.len());
-        for i in &l.inputs {
+    /// Adds a pending expression of shape `shape`.
+    fn inline(&mut self, e: ExprRef<'_>, shape: &[usize]) -> Result<NodeId> {
+        let broadcast = shape != self.shape;
+        let mut map: SmallVec<[u32; 8]> = SmallVec::with_capacity(e.inputs.len());
+        for i in e.inputs {
             let mut i = i.clone();
             if broadcast {
                 i.layout = i.layout.broadcast_to(self.shape)?;
             }
             map.push(self.input(i));
         }
-        let base = self.graph.append(&l.graph, 0);
+        let base = self.graph.append(e.graph, 0);
         for (node, _) in &mut self.graph.nodes[base as usize..] {
             if let Node::Input(k) = node {
                 *k = map[*k as usize];
             }
         }
-        Ok(l.root + base)
+        Ok(e.root + base)
     }
 
     /// Adds a constant.
@@ -226,40 +250,65 @@ impl LazyTensor {
 
     pub fn new(graph: Graph, root: NodeId, inputs: Vec<Input>, shape: &[usize]) -> LazyTensor {
         LazyTensor {
-            graph,
-            root,
-            inputs,
             shape: Dims::from_slice(shape),
-            done: Arc::new(Mutex::new(None)),
+            state: Mutex::new(State::Pending(Expr {
+                graph,
+                root,
+                inputs,
+            })),
         }
     }
 
-    /// The same expression with another shape of as many elements, evaluated at most once
-    /// together with this one (they share the result): the inputs take the new shape as views
-    /// (`Layout::reshape`). `None` when an input's layout has no such view, or when the
-    /// expression reads element positions (`arange`, random numbers) that depend on the shape.
-    pub fn reshaped(&self, shape: &[usize]) -> Option<LazyTensor> {
-        if self.graph.reads_positions() {
-            return None;
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when a tensor may hold the pending expression in `shape` (of as many elements),
+    /// evaluated at most once together with the tensors holding it in other shapes (they share
+    /// the result, whose contiguous elements are the same in every shape): the inputs take the
+    /// shape as views (`Layout::reshape`). False when it has run, when an input's layout has no
+    /// such view, or when the expression reads element positions (`arange`, random numbers)
+    /// that depend on the shape.
+    pub fn can_view_as(&self, shape: &[usize]) -> bool {
+        match &*self.state() {
+            State::Pending(e) => {
+                !e.graph.reads_positions()
+                    && e.inputs.iter().all(|i| i.layout.reshape(shape).is_some())
+            }
+            State::Done(_) => false,
         }
-        let inputs = self
+    }
+
+    /// Calls `f` with the expression viewed in `shape` (the holding tensor's, see
+    /// [`LazyTensor::can_view_as`]) while it is pending, holding it: `f` must not read this
+    /// expression again. `None` once it has run.
+    pub fn pending<R>(&self, shape: &[usize], f: impl FnOnce(ExprRef<'_>) -> R) -> Option<R> {
+        let state = self.state();
+        let State::Pending(e) = &*state else {
+            return None;
+        };
+        if shape == self.shape.as_slice() {
+            return Some(f(ExprRef {
+                graph: &e.graph,
+                root: e.root,
+                inputs: &e.inputs,
+            }));
+        }
+        // A reshape: the recorded inputs viewed in its shape (`can_view_as` allowed it).
+        let inputs: Vec<Input> = e
             .inputs
             .iter()
-            .map(|i| {
-                Some(Input {
-                    storage: i.storage.clone(),
-                    layout: i.layout.reshape(shape)?,
-                    dtype: i.dtype,
-                })
+            .map(|i| Input {
+                storage: i.storage.clone(),
+                layout: i.layout.reshape(shape).unwrap_or_else(|| i.layout.clone()),
+                dtype: i.dtype,
             })
-            .collect::<Option<Vec<_>>>()?;
-        Some(LazyTensor {
-            graph: self.graph.clone(),
-            root: self.root,
-            inputs,
-            shape: Dims::from_slice(shape),
-            done: self.done.clone(),
-        })
+            .collect();
+        Some(f(ExprRef {
+            graph: &e.graph,
+            root: e.root,
+            inputs: &inputs,
+        }))
     }
 
     /// True when the expression is too large to extend.
@@ -267,283 +316,101 @@ impl LazyTensor {
         graph.nodes.len() > MAX_NODES || inputs.len() > MAX_INPUTS
     }
 
-    /// The expression's shape.
+    /// The shape the expression was recorded in.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
-    /// The expression.
-    pub fn graph(&self) -> &Graph {
-        &self.graph
-    }
-
-    /// The stored tensors the expression reads.
-    pub fn inputs(&self) -> &[Input] {
-        &self.inputs
-    }
-
     pub fn is_done(&self) -> bool {
-        self.done.lock().map(|d| d.is_some()).unwrap_or(false)
+        matches!(*self.state(), State::Done(_))
     }
 
     /// Records `storage` (contiguous, of the expression's elements, computed elsewhere) as the
     /// result, unless one was already recorded.
     pub fn set_done(&self, storage: Arc<Storage>) {
-        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
-        if done.is_none() {
-            *done = Some(storage);
+        let mut state = self.state();
+        if let State::Pending(_) = &*state {
+            *state = State::Done(storage);
         }
     }
 
     /// Runs the expression once into new contiguous storage.
     pub fn materialize(&self, exec: &Executor, dtype: DType) -> Result<Arc<Storage>> {
-        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = done.as_ref() {
-            return Ok(s.clone());
+        let mut state = self.state();
+        let e = match &*state {
+            State::Done(s) => return Ok(s.clone()),
+            State::Pending(e) => e,
+        };
+        // In the recorded shape: a reshape's contiguous result is the same elements.
+        let shape = self.shape.as_slice();
+        let out = Tensor::uninit(exec, shape, dtype)?;
+        Fused {
+            graph: &e.graph,
+            roots: &[e.root],
+            inputs: &e.inputs,
+            shape,
         }
-        let out = Tensor::uninit(exec, &self.shape, dtype)?;
-        run_into(exec, self, &out)?;
+        .run(exec, &[&out])?;
         let storage = match out.src {
             Source::Stored(s) => s,
             Source::Lazy(_) => return Err(Error::Internal("a fresh output tensor is lazy".into())),
         };
-        *done = Some(storage.clone());
+        *state = State::Done(storage.clone());
         Ok(storage)
     }
 }
 
-/// Evaluates an expression into a stored tensor view (its shape must be the expression's).
+/// Evaluates an expression, viewed in `out`'s shape (see [`LazyTensor::can_view_as`]), into a
+/// stored tensor view.
 pub(crate) fn run_into(exec: &Executor, lazy: &LazyTensor, out: &Tensor) -> Result<()> {
-    let expr = Fused {
-        graph: &lazy.graph,
-        roots: &[lazy.root],
-        inputs: &lazy.inputs,
-        shape: &lazy.shape,
-    };
-    expr.run(exec, &[out])
-}
-
-/// Several values of one shape over shared inputs, computed by one kernel.
-pub(crate) struct Fused<'a> {
-    pub graph: &'a Graph,
-    /// The value of each output.
-    pub roots: &'a [NodeId],
-    pub inputs: &'a [Input],
-    pub shape: &'a [usize],
-}
-
-/// True when `l` addresses a dense row-major array of `shape` from element 0 of its buffer.
-pub(crate) fn dense_as(l: &Layout, shape: &[usize]) -> bool {
-    l.offset == 0 && l.shape.as_slice() == shape && l.is_contiguous()
-}
-
-/// True when `t` is stored dense: contiguous from element 0 of its buffer.
-pub(crate) fn is_dense(t: &Tensor) -> bool {
-    matches!(t.src, Source::Stored(_)) && t.layout.offset == 0 && t.layout.is_contiguous()
-}
-
-impl Fused<'_> {
-    /// Writes root `k` into `outs[k]` (stored views of the expression's shape; every output
-    /// after the first dense), all in one kernel whose lanes load every input before storing.
-    pub fn run(&self, exec: &Executor, outs: &[&Tensor]) -> Result<()> {
-        let lazy = self;
-        let (Some(out), Some(&root)) = (outs.first(), self.roots.first()) else {
-            return Ok(());
-        };
-        if outs.len() != self.roots.len() || (outs.len() > 1 && !outs.iter().all(|o| is_dense(o))) {
-            return Err(Error::Internal(
-                "a fused kernel's extra outputs must be dense, one per value".into(),
-            ));
+    let shape = out.shape();
+    let ran = lazy.pending(shape, |e| {
+        Fused {
+            graph: e.graph,
+            roots: &[e.root],
+            inputs: e.inputs,
+            shape,
         }
-        let Source::Stored(out_storage) = &out.src else {
-            return Err(Error::Internal(
-                "the output of a kernel is not stored".into(),
-            ));
-        };
-        for o in outs {
-            if o.shape() != self.shape {
-                return Err(Error::ShapeMismatch(format!(
-                    "cannot write {:?} into a view of shape {:?}",
-                    self.shape,
-                    o.shape()
-                )));
+        .run(exec, &[out])
+    });
+    match ran {
+        Some(r) => r,
+        // It ran meanwhile (another thread): copy its result.
+        None => {
+            let storage = lazy.materialize(exec, out.dtype)?;
+            let done = Tensor::stored(exec, out.dtype, Layout::contiguous(shape), storage);
+            run_into(exec, &Operand::of(&done)?.into_lazy(shape), out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_values_are_what_cvt_gives() {
+        let xs = [
+            0.0,
+            -0.0,
+            1.0,
+            0.1,
+            -2.5,
+            1e-40,
+            3.4028235677973366e38,
+            1e300,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        for dtype in [DType::F32, DType::F64, DType::F16, DType::I32, DType::U8] {
+            for &x in &xs {
+                let want = eval::cvt(Value::F64(x), dtype.storage()).unwrap();
+                let got = scalar_value(x, dtype);
+                assert_eq!(got.to_bits(), want.to_bits(), "{x} as {dtype}");
+                assert_eq!(got.ty(), want.ty());
             }
         }
-        let n = out.numel();
-        if n == 0 {
-            return Ok(());
-        }
-        if outs.len() == 1 && super::small_map::run(exec, self, out)? {
-            return Ok(());
-        }
-        // Dimensions that every operand walks as one (a broadcast mask over [batch, heads] rows, a
-        // contiguous run) are merged, so kernels compute fewer coordinates per element. Dense
-        // row-major operands (the common case) merge into one dimension walked at `%gid`, which
-        // needs no layout work.
-        let dense = |l: &Layout| dense_as(l, lazy.shape);
-        let (shape, layouts, out_layout) =
-            if dense(&out.layout) && lazy.inputs.iter().all(|i| dense(&i.layout)) {
-                (smallvec::smallvec![n], SmallVec::new(), None)
-            } else {
-                let mut layouts: SmallVec<[Layout; 4]> =
-                    lazy.inputs.iter().map(|i| i.layout.clone()).collect();
-                layouts.push(out.layout.clone());
-                let shape = coalesce(lazy.shape, &mut layouts);
-                let out_layout = layouts.pop();
-                (shape, layouts, out_layout)
-            };
-        let rank = shape.len();
-        // Pushed one by one: `collect` into an inline vector went through the generic
-        // iterator path, a measurable part of a one-element launch.
-        let mut inputs: SmallVec<[(DType, Access); 8]> = SmallVec::new();
-        for (k, i) in lazy.inputs.iter().enumerate() {
-            inputs.push((i.dtype, layouts.get(k).map_or(Access::Dense, Access::of)));
-        }
-        share_walks(&mut inputs, &layouts);
-        let out_access = match out_layout.as_ref().map_or(Access::Dense, Access::of) {
-            Access::Scalar if n > 1 => Access::Strided,
-            Access::Broadcast { .. } => Access::Strided,
-            a => a,
-        };
-        let mut spec = Spec {
-            graph: lazy.graph,
-            root,
-            inputs,
-            rank,
-            out: (out.dtype, out_access),
-            extra: SmallVec::new(),
-        };
-        for (&r, o) in self.roots[1..].iter().zip(&outs[1..]) {
-            spec.extra.push((r, o.dtype));
-        }
-        let key = launch_cache::key(&spec);
-        let kernel = match exec.inner.launch_cache.get(&key) {
-            Some(k) => k,
-            None => {
-                let program = elementwise::program(&spec);
-                // Written at `%gid` (a dense output): an element-wise map, run by the backends' map
-                // paths.
-                let map = out_access == Access::Dense;
-                let k = exec.compile(&crate::kernels::generated_kernel(program, map)?)?;
-                exec.inner.launch_cache.insert(&key, k.clone());
-                k
-            }
-        };
-        let strided =
-            spec.inputs.iter().any(|(_, a)| *a == Access::Strided) || out_access == Access::Strided;
-        let u = |v: usize| KernelArg::Scalar(Value::U32(v as u32));
-        let mut args: SmallVec<[KernelArg; 12]> = SmallVec::with_capacity(
-            2 * spec.inputs.len()
-                + 2
-                + if strided {
-                    (spec.inputs.len() + 2) * rank
-                } else {
-                    0
-                },
-        );
-        for (k, (input, (_, access))) in lazy.inputs.iter().zip(&spec.inputs).enumerate() {
-            args.push(KernelArg::Buffer(input.storage.arg(0, input.storage.bytes)));
-            if let Some(layout) = layouts.get(k).filter(|_| *access != Access::Dense) {
-                args.push(u(layout.offset));
-                if *access == Access::Strided {
-                    args.extend(layout.strides.iter().map(|&s| u(s)));
-                }
-                if let Access::Broadcast { div, rem } = *access {
-                    let (p, m, _) = broadcast_walk(layout).unwrap_or((1, 1, false));
-                    if div {
-                        args.push(u(p));
-                    }
-                    if rem {
-                        args.push(u(m));
-                    }
-                }
-            }
-        }
-        args.push(KernelArg::Buffer(out_storage.arg(0, out_storage.bytes)));
-        for o in &outs[1..] {
-            let (s, _) = o.storage()?;
-            args.push(KernelArg::Buffer(s.arg(0, s.bytes)));
-        }
-        if let Some(layout) = out_layout.as_ref().filter(|_| out_access != Access::Dense) {
-            args.push(u(layout.offset));
-            if out_access == Access::Strided {
-                args.extend(layout.strides.iter().map(|&s| u(s)));
-            }
-        }
-        args.push(u(n));
-        if strided {
-            args.extend(shape.iter().map(|&d| u(d)));
-        }
-        args.extend(elementwise::scalar_params(&spec).map(KernelArg::Scalar));
-        exec.launch(&kernel, &LaunchConfig::for_elements(n as u64, 256), &args)
     }
-}
-
-/// Marks each broadcast input that walks exactly as an earlier one (same `p`, and same `m` where
-/// it is used) [`Access::BroadcastAs`] that one, so the kernel computes the walk once.
-fn share_walks(inputs: &mut [(DType, Access)], layouts: &[Layout]) {
-    let walk_of = |k: usize, access: Access| match (access, layouts.get(k)) {
-        (Access::Broadcast { rem, .. }, Some(layout)) => {
-            broadcast_walk(layout).map(|(p, m, _)| (p, if rem { m } else { 0 }, access))
-        }
-        _ => None,
-    };
-    if inputs
-        .iter()
-        .filter(|(_, a)| matches!(a, Access::Broadcast { .. }))
-        .count()
-        < 2
-    {
-        return;
-    }
-    let walks: SmallVec<[_; 8]> = (0..inputs.len()).map(|k| walk_of(k, inputs[k].1)).collect();
-    for k in 1..inputs.len() {
-        let Some(mine) = walks[k] else {
-            continue;
-        };
-        let owner = (0..k).find(|&j| walks[j] == Some(mine));
-        if let Some(j) = owner.and_then(|j| u8::try_from(j).ok()) {
-            inputs[k].1 = Access::BroadcastAs(j);
-        }
-    }
-}
-
-/// Merges neighbouring dimensions of `shape` that every layout walks as one (dimension `d` and
-/// `d + 1` merge when each layout's stride of `d` is its stride of `d + 1` times the size of
-/// `d + 1`) and drops dimensions of size 1; rewrites the layouts to the merged shape and returns
-/// it. Row-major order is kept, so element `i` of the merged shape is element `i` of the original.
-pub(crate) fn coalesce(shape: &[usize], layouts: &mut [Layout]) -> Dims {
-    // Each merged dimension: its size, and the original dimension whose strides it takes (its
-    // innermost one).
-    let mut groups: SmallVec<[(usize, usize); 4]> = SmallVec::new();
-    for (d, &size) in shape.iter().enumerate() {
-        if size == 1 {
-            continue;
-        }
-        if let Some((prev, inner)) = groups.last_mut() {
-            if layouts
-                .iter()
-                .all(|l| l.strides[*inner] == l.strides[d] * size)
-            {
-                *prev *= size;
-                *inner = d;
-                continue;
-            }
-        }
-        groups.push((size, d));
-    }
-    if groups.is_empty() {
-        // One element: any stride addresses it; 1 keeps a plain output dense.
-        for l in layouts.iter_mut() {
-            l.shape = smallvec::smallvec![1];
-            l.strides = smallvec::smallvec![1];
-        }
-        return smallvec::smallvec![1];
-    }
-    let merged: Dims = groups.iter().map(|&(size, _)| size).collect();
-    for l in layouts.iter_mut() {
-        l.strides = groups.iter().map(|&(_, d)| l.strides[d]).collect();
-        l.shape = merged.clone();
-    }
-    merged
 }

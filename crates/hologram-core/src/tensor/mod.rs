@@ -3,6 +3,7 @@
 
 mod assign;
 pub(crate) mod expr;
+pub(crate) mod fused;
 pub mod layout;
 pub(crate) mod lazy;
 mod realize_all;
@@ -252,7 +253,7 @@ impl Tensor {
     pub fn copy_into(&self, out: &Tensor) -> Result<()> {
         self.check_same_executor(out)?;
         if let Source::Lazy(l) = &self.src {
-            if self.dtype == out.dtype && l.shape() == out.shape() && !l.is_done() {
+            if self.dtype == out.dtype && self.shape() == out.shape() && !l.is_done() {
                 // The pending expression itself runs into `out`.
                 return lazy::run_into(&self.exec, l, out);
             }
@@ -275,16 +276,17 @@ impl Tensor {
                 self.shape()
             )));
         }
-        match &self.src {
-            Source::Stored(s) if self.is_contiguous() => {
-                s.write(self.layout.offset * self.dtype.size(), bytes)
-            }
-            Source::Stored(_) => {
-                Tensor::from_bytes(&self.exec, bytes, self.shape(), self.dtype)?.copy_into(self)
-            }
-            Source::Lazy(_) => Err(Error::InvalidArgument(
+        if self.is_lazy() {
+            return Err(Error::InvalidArgument(
                 "cannot write into a pending expression; realize it first".into(),
-            )),
+            ));
+        }
+        if self.is_contiguous() {
+            // Stored, or an expression that has run (its result is stored).
+            let (s, layout) = self.storage()?;
+            s.write(layout.offset * self.dtype.size(), bytes)
+        } else {
+            Tensor::from_bytes(&self.exec, bytes, self.shape(), self.dtype)?.copy_into(self)
         }
     }
 

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use super::lazy::{Builder, Fused, LazyTensor};
+use super::fused::Fused;
+use super::lazy::{Builder, LazyTensor};
 use super::{Source, Tensor};
 use crate::error::Result;
 
@@ -41,7 +42,7 @@ impl Tensor {
         let (together, rest): (Vec<_>, Vec<_>) = pending.iter().partition(|(t, l)| {
             t.shape() == first.shape()
                 && Arc::ptr_eq(&t.exec.inner, &first.exec.inner)
-                && !l.graph().reads_positions()
+                && l.pending(t.shape(), |e| !e.graph.reads_positions()) == Some(true)
         });
         if together.len() < 2 || !run_together(&together)? {
             for (t, _) in &together {

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::executor::Executor;
 use crate::kernels::elementwise::isa_op;
 use crate::tensor::expr::{Node, NodeId};
-use crate::tensor::lazy::{dense_as, is_dense, Fused};
+use crate::tensor::fused::{dense_as, is_dense, Fused};
 use crate::tensor::Tensor;
 
 /// Runs `expr` into `out` (stored, of the expression's shape) through the backend's library

@@ -20,10 +20,9 @@ impl Tensor {
                 // A pending expression stays pending with its inputs reshaped, so it can fuse
                 // with what reads the new shape (a linear layer's bias add, viewed back to
                 // [batch, tokens, features], with the next element-wise op).
-                if let Some(r) = l.reshaped(&shape) {
+                if l.can_view_as(&shape) {
                     return Ok(Tensor {
                         layout: Layout::contiguous(&shape),
-                        src: Source::Lazy(std::sync::Arc::new(r)),
                         ..self.clone()
                     });
                 }
