@@ -368,7 +368,8 @@ def asarray(obj: Any, dtype: DTypeLike = None, device: Device = None, copy: bool
             from ._dtypes import numpy_dtype
 
             a = a.astype(numpy_dtype(name), copy=False)
-    a = np.ascontiguousarray(a)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)  # (not for every array: it makes a 0-d array 1-d)
     name = native_name(a.dtype)
     native = ex._e.tensor_from_address(a.ctypes.data, a.nbytes, list(a.shape), name, a)
     if dtype is not None and native_name(dtype) != name:

@@ -91,6 +91,11 @@ def test_views_and_indexing(ex):
     b = hg.zeros((2, 3), device=ex.backend)
     b[0] = hg.asarray([1.0, 2.0, 3.0], device=ex.backend)
     assert b.tolist() == [[1, 2, 3], [0, 0, 0]]
+    # A number written at an index (a 0-d value into a 0-d view), and numbers as 0-d tensors.
+    b[1, 2] = 5
+    b[0] = 9.5
+    assert b.tolist() == [[9.5, 9.5, 9.5], [0, 0, 5]]
+    assert hg.asarray(5.0, device=ex.backend).shape == () and hg.asarray(np.float32(2)).ndim == 0
     with pytest.raises(IndexError):
         a[5]
 
