@@ -346,7 +346,17 @@ fn native_rows_match_the_interpreter_bit_for_bit() {
     for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         let mut rng = Rng(11);
         for &cols in &COLS {
-            let x = random_arr(&mut rng, &[5, cols], dt, -30.0, 30.0);
+            let mut x = random_arr(&mut rng, &[5, cols], dt, -30.0, 30.0);
+            // Specials, which the max pass must fold in the template's way: a NaN in row 1,
+            // +inf in row 2, a row of -inf (row 3), and signed zeros tying for the maximum.
+            x.data[cols + cols / 2] = f64::NAN;
+            x.data[2 * cols + cols / 3] = f64::INFINITY;
+            x.data[3 * cols..4 * cols].fill(f64::NEG_INFINITY);
+            x.data[4 * cols..5 * cols]
+                .iter_mut()
+                .for_each(|v| *v = -v.abs() - 1.0);
+            x.data[4 * cols + cols / 2] = -0.0;
+            x.data[5 * cols - 1] = 0.0;
             let g = random_arr(&mut rng, &[5, cols], dt, -1.0, 1.0);
             for op in ops {
                 let run = |exec: &Executor| {

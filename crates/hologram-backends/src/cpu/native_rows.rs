@@ -39,22 +39,47 @@ struct Row<S> {
 
 /// Combines the lanes' partial results as the template's group reduction does
 /// (`row_gen::Gen::group_reduce`): lane `l` below `PARTIALS` folds slots `l + PARTIALS`,
-/// `l + 2·PARTIALS`, ... into its own, then the partials are folded in order.
+/// `l + 2·PARTIALS`, ... into its own, then the partials are folded in order. (Each lane's
+/// folds run in that order; the lanes are stepped together, so the step vectorizes.)
 fn group_tree<A: Num>(c: Combine, partial: &mut [A]) -> A {
     let parts = (PARTIALS as usize).min(partial.len());
     let fan = partial.len() / parts;
-    for l in 0..parts {
-        let mut mine = partial[l];
-        for w in 1..fan {
-            mine = fold(c, mine, partial[l + w * parts]);
-        }
-        partial[l] = mine;
+    let (head, tail) = partial.split_at_mut(parts);
+    for w in 1..fan {
+        fold_slice(c, head, &tail[(w - 1) * parts..w * parts]);
     }
-    let mut out = partial[0];
-    for &p in &partial[1..parts] {
+    let mut out = head[0];
+    for &p in &head[1..] {
         out = fold(c, out, p);
     }
     out
+}
+
+/// `acc[l] = fold(c, acc[l], xs[l])` for every `l < xs.len()`: branch-free for `Sum` and
+/// `Max`, so the loop vectorizes.
+#[inline(always)]
+fn fold_slice<A: Num>(c: Combine, acc: &mut [A], xs: &[A]) {
+    let lanes = acc[..xs.len()].iter_mut().zip(xs);
+    match c {
+        Combine::Sum => {
+            for (p, &v) in lanes {
+                *p = A::add(*p, v);
+            }
+        }
+        Combine::Max => {
+            // `fold(Max, p, v)` takes `v` when `p < v`, or when `v` is NaN and `p` is not; so
+            // it keeps `p` when `p` is NaN or `v <= p` (two compares, no NaN test of `v`).
+            for (p, &v) in lanes {
+                let keep = !A::cmp_eq(*p, *p) | A::cmp_le(v, *p);
+                *p = if keep { *p } else { v };
+            }
+        }
+        _ => {
+            for (p, &v) in lanes {
+                *p = fold(c, *p, v);
+            }
+        }
+    }
 }
 
 /// Folds `value(c)` for every column `c` into lane `c % g`'s partial result, each lane in
@@ -92,6 +117,147 @@ fn exp_in_place<A: Float>(xs: &mut [A]) {
     }
 }
 
+/// Lanes whose partial results [`lanes_fold_slice`] keeps in registers while it walks a row.
+const LANE_BLOCK: usize = 16;
+
+/// Folds `xs` into the lanes' partial results as [`lanes_fold`] does (lane `l` takes elements
+/// `l, l + g, ...` in order). Blocks of [`LANE_BLOCK`] lanes are held in a local array over the
+/// whole row, so the step is a vector select in registers: stepped in memory, a `Max` whose
+/// result is often the old value compiled to masked stores, which are slow.
+#[inline(always)]
+fn lanes_fold_slice<A: Num>(c: Combine, partial: &mut [A], xs: &[A]) {
+    let g = partial.len();
+    let whole = xs.len() / g;
+    if g % LANE_BLOCK != 0 {
+        for chunk in xs.chunks(g) {
+            fold_slice(c, partial, chunk);
+        }
+        return;
+    }
+    // The whole chunks, block by block (each block's lanes in element order)...
+    for (block, lanes) in partial.chunks_exact_mut(LANE_BLOCK).enumerate() {
+        let first = block * LANE_BLOCK;
+        let mut acc: [A; LANE_BLOCK] = std::array::from_fn(|l| lanes[l]);
+        for k in 0..whole {
+            let at = k * g + first;
+            if let Ok(x) = <&[A; LANE_BLOCK]>::try_from(&xs[at..at + LANE_BLOCK]) {
+                fold_block(c, &mut acc, x);
+            }
+        }
+        lanes.copy_from_slice(&acc);
+    }
+    // ...then the last, partial chunk: the last element of the lanes it reaches.
+    let tail = &xs[whole * g..];
+    fold_slice(c, &mut partial[..tail.len()], tail);
+}
+
+/// [`fold_slice`] over a whole block held in registers.
+#[inline(always)]
+fn fold_block<A: Num>(c: Combine, acc: &mut [A; LANE_BLOCK], xs: &[A; LANE_BLOCK]) {
+    match c {
+        Combine::Sum => {
+            for l in 0..LANE_BLOCK {
+                acc[l] = A::add(acc[l], xs[l]);
+            }
+        }
+        Combine::Max => {
+            for l in 0..LANE_BLOCK {
+                let keep = !A::cmp_eq(acc[l], acc[l]) | A::cmp_le(xs[l], acc[l]);
+                acc[l] = if keep { acc[l] } else { xs[l] };
+            }
+        }
+        _ => {
+            for l in 0..LANE_BLOCK {
+                acc[l] = fold(c, acc[l], xs[l]);
+            }
+        }
+    }
+}
+
+/// A plain softmax or log-softmax row whose storage is the accumulator type: the same
+/// operations in the same order as [`row`]'s general form, over slices, with AVX2 vectors
+/// where the CPU has them (the lane functions' dispatch, [`lanes::simd_level`]).
+///
+/// # Safety
+/// As [`row`], with `S` = `A`.
+unsafe fn plain_row<A: Float + FromWide + 'static>(
+    op: RowOp,
+    row: &Row<A>,
+    cols: usize,
+    partial: &mut [A],
+    exps: &mut Vec<A>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if lanes::simd_level() == "avx2+fma" {
+        // SAFETY: the CPU has AVX2 and FMA (detected); the rest as this function's contract.
+        return unsafe { plain_row_avx2(op, row, cols, partial, exps) };
+    }
+    // SAFETY: this function's contract.
+    unsafe { plain_row_body(op, row, cols, partial, exps) }
+}
+
+/// [`plain_row_body`] compiled for AVX2 (no FMA contraction: Rust never fuses a multiply and
+/// an add on its own, so the bits are the portable code's).
+///
+/// # Safety
+/// As [`plain_row`], on a CPU with AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn plain_row_avx2<A: Float + FromWide + 'static>(
+    op: RowOp,
+    row: &Row<A>,
+    cols: usize,
+    partial: &mut [A],
+    exps: &mut Vec<A>,
+) {
+    // SAFETY: this function's contract.
+    unsafe { plain_row_body(op, row, cols, partial, exps) }
+}
+
+/// # Safety
+/// As [`plain_row`].
+#[inline(always)]
+unsafe fn plain_row_body<A: Float + FromWide + 'static>(
+    op: RowOp,
+    row: &Row<A>,
+    cols: usize,
+    partial: &mut [A],
+    exps: &mut Vec<A>,
+) {
+    let acc_ty = A::TYPE;
+    // SAFETY: `cols` valid elements (the contract); not used after the output is written.
+    let x = unsafe { std::slice::from_raw_parts(row.first, cols) };
+    partial.fill(init(Combine::Max, acc_ty));
+    lanes_fold_slice(Combine::Max, partial, x);
+    let m = group_tree(Combine::Max, partial);
+    exps.clear();
+    exps.extend(x.iter().map(|&v| A::sub(v, m)));
+    let shifted_log = op == RowOp::LogSoftmax;
+    if shifted_log {
+        // Log-softmax writes `x - m - lse`: keep `x - m` for the end.
+        exps.extend_from_within(..);
+        exp_in_place(&mut exps[cols..]);
+    } else {
+        exp_in_place(exps);
+    }
+    partial.fill(init(Combine::Sum, acc_ty));
+    lanes_fold_slice(Combine::Sum, partial, &exps[exps.len() - cols..]);
+    let s = group_tree(Combine::Sum, partial);
+    // SAFETY: `cols` valid elements of the output, which is the input exactly or does not
+    // overlap it (the contract); the input slice is not read from here on.
+    let out = unsafe { std::slice::from_raw_parts_mut(row.out, cols) };
+    if shifted_log {
+        let lse = A::log(s);
+        for (o, &d) in out.iter_mut().zip(&exps[..cols]) {
+            *o = A::sub(d, lse);
+        }
+    } else {
+        for (o, &e) in out.iter_mut().zip(exps.iter()) {
+            *o = A::div(e, s);
+        }
+    }
+}
+
 /// Computes one row.
 ///
 /// # Safety
@@ -108,6 +274,15 @@ unsafe fn row<S, A>(
     S: ToWide + FromWide + Copy + 'static,
     A: Float + FromWide + ToWide + 'static,
 {
+    if matches!(op, RowOp::Softmax | RowOp::LogSoftmax)
+        && std::any::TypeId::of::<S>() == std::any::TypeId::of::<A>()
+    {
+        // SAFETY: `S` is `A` (checked just above), so the row's pointers address `A`s.
+        unsafe {
+            let same = &*(row as *const Row<S>).cast::<Row<A>>();
+            return plain_row(op, same, cols, partial, exps);
+        }
+    }
     let acc_ty = if std::mem::size_of::<A>() == 8 {
         Type::F64
     } else {
