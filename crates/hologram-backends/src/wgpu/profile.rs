@@ -16,6 +16,11 @@ pub struct QueueProfile {
     pub submits: u64,
     /// Host time writing a batch's argument words, finishing its encoder and submitting it.
     pub submit: Duration,
+    /// The part of `submit` finishing the encoder inside the error scopes (wgpu's recording
+    /// checks).
+    pub finish: Duration,
+    /// The part of `submit` in `queue.submit` (wgpu's submission and the driver's).
+    pub queue_submit: Duration,
     /// Waits (`synchronize`, reads, the launch past the last error slot).
     pub waits: u64,
     /// Time blocked waiting for submitted work (`device.poll`).
@@ -32,6 +37,8 @@ impl QueueProfile {
             launch: self.launch.saturating_sub(earlier.launch),
             submits: self.submits - earlier.submits,
             submit: self.submit.saturating_sub(earlier.submit),
+            finish: self.finish.saturating_sub(earlier.finish),
+            queue_submit: self.queue_submit.saturating_sub(earlier.queue_submit),
             waits: self.waits - earlier.waits,
             gpu_wait: self.gpu_wait.saturating_sub(earlier.gpu_wait),
             error_read: self.error_read.saturating_sub(earlier.error_read),
@@ -70,6 +77,8 @@ impl Counter {
 
 pub(crate) static LAUNCH: Counter = Counter::new();
 pub(crate) static SUBMIT: Counter = Counter::new();
+pub(crate) static FINISH: Counter = Counter::new();
+pub(crate) static QUEUE_SUBMIT: Counter = Counter::new();
 pub(crate) static GPU_WAIT: Counter = Counter::new();
 pub(crate) static ERROR_READ: Counter = Counter::new();
 
@@ -79,11 +88,15 @@ pub fn queue_profile() -> QueueProfile {
     let (submits, submit) = SUBMIT.read();
     let (waits, gpu_wait) = GPU_WAIT.read();
     let (_, error_read) = ERROR_READ.read();
+    let (_, finish) = FINISH.read();
+    let (_, queue_submit) = QUEUE_SUBMIT.read();
     QueueProfile {
         launches,
         launch,
         submits,
         submit,
+        finish,
+        queue_submit,
         waits,
         gpu_wait,
         error_read,

@@ -305,13 +305,17 @@ impl WorkQueue {
         st.recorded = 0;
         let launches = st.unsubmitted..st.launches.len();
         st.unsubmitted = st.launches.len();
+        let finishing = std::time::Instant::now();
         let finished = gpu.scoped(
             || enc.finish(),
             |msg, _| BackendError::Device(format!("recording launches failed: {msg}")),
         );
+        profile::FINISH.add(finishing);
         match finished {
             Ok(cb) => {
+                let submitting = std::time::Instant::now();
                 let index = gpu.queue.submit([cb]);
+                profile::QUEUE_SUBMIT.add(submitting);
                 st.submitted.push(Submitted { index, launches });
                 profile::SUBMIT.add(started);
             }

@@ -44,10 +44,12 @@ mod wgpu_profile {
             let waits = d.waits.max(1) as f64;
             let us = |t: std::time::Duration| t.as_secs_f64() * 1e6 / waits;
             Some(format!(
-                "; per run: {:.1} launches {:.1} us, submit {:.1} us, GPU wait {:.1} us, error read {:.1} us",
+                "; per run: {:.1} launches {:.1} us, submit {:.1} us (finish {:.1}, queue.submit {:.1}), GPU wait {:.1} us, error read {:.1} us",
                 d.launches as f64 / waits,
                 us(d.launch),
                 us(d.submit),
+                us(d.finish),
+                us(d.queue_submit),
                 us(d.gpu_wait),
                 us(d.error_read)
             ))
