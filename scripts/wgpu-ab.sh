@@ -3,7 +3,7 @@
 # noisy: compare only rows of one call): `hologram bench --quick` of the given workloads for
 # each backend, RUNS times, plus extra wgpu variants named by environment settings.
 #
-#   RUNS=2 ONLY=latency,softmax MAX_LOG2=20 VARIANTS="HOLOGRAM_X=1" bash scripts/wgpu-ab.sh
+#   RUNS=2 ONLY=latency,softmax MAX_LOG2=20 VARIANTS="NAME=value ..." bash scripts/wgpu-ab.sh
 #
 # Expects target/gpu-bundle/hologram (unpacked from gpu-check.sh's archive) and the Vulkan loader.
 set -uo pipefail
