@@ -55,6 +55,18 @@ fn group_tree<A: Num>(c: Combine, partial: &mut [A]) -> A {
     out
 }
 
+/// `fold(Max, p, v)` without branches: it takes `v` when `p < v`, or when `v` is NaN and `p` is
+/// not; so it keeps `p` when `p` is NaN or `v <= p` (two compares, no NaN test of `v`).
+#[inline(always)]
+fn max_step<A: Num>(p: A, v: A) -> A {
+    let keep = !A::cmp_eq(p, p) | A::cmp_le(v, p);
+    if keep {
+        p
+    } else {
+        v
+    }
+}
+
 /// `acc[l] = fold(c, acc[l], xs[l])` for every `l < xs.len()`: branch-free for `Sum` and
 /// `Max`, so the loop vectorizes.
 #[inline(always)]
@@ -67,11 +79,8 @@ fn fold_slice<A: Num>(c: Combine, acc: &mut [A], xs: &[A]) {
             }
         }
         Combine::Max => {
-            // `fold(Max, p, v)` takes `v` when `p < v`, or when `v` is NaN and `p` is not; so
-            // it keeps `p` when `p` is NaN or `v <= p` (two compares, no NaN test of `v`).
             for (p, &v) in lanes {
-                let keep = !A::cmp_eq(*p, *p) | A::cmp_le(v, *p);
-                *p = if keep { *p } else { v };
+                *p = max_step(*p, v);
             }
         }
         _ => {
@@ -162,8 +171,7 @@ fn fold_block<A: Num>(c: Combine, acc: &mut [A; LANE_BLOCK], xs: &[A; LANE_BLOCK
         }
         Combine::Max => {
             for l in 0..LANE_BLOCK {
-                let keep = !A::cmp_eq(acc[l], acc[l]) | A::cmp_le(xs[l], acc[l]);
-                acc[l] = if keep { acc[l] } else { xs[l] };
+                acc[l] = max_step(acc[l], xs[l]);
             }
         }
         _ => {

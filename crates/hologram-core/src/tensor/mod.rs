@@ -253,8 +253,9 @@ impl Tensor {
     pub fn copy_into(&self, out: &Tensor) -> Result<()> {
         self.check_same_executor(out)?;
         if let Source::Lazy(l) = &self.src {
-            if self.dtype == out.dtype && self.shape() == out.shape() && !l.is_done() {
-                // The pending expression itself runs into `out`.
+            if self.dtype == out.dtype && self.shape() == out.shape() {
+                // The pending expression itself runs into `out` (or, once run, its result is
+                // copied there).
                 return lazy::run_into(&self.exec, l, out);
             }
         }
