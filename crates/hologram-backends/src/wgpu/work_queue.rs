@@ -306,10 +306,17 @@ impl WorkQueue {
         let launches = st.unsubmitted..st.launches.len();
         st.unsubmitted = st.launches.len();
         let finishing = std::time::Instant::now();
-        let finished = gpu.scoped(
-            || enc.finish(),
-            |msg, _| BackendError::Device(format!("recording launches failed: {msg}")),
-        );
+        // A recording error goes to the batch's launches, not to the device's fault; the
+        // finish claims its errors rather than scoping them (cheaper: `Gpu::claiming_errors`).
+        let finished = match gpu.check_fault() {
+            Ok(()) => match gpu.claiming_errors(|| enc.finish()) {
+                (cb, None) => Ok(cb),
+                (_, Some(msg)) => Err(BackendError::Device(format!(
+                    "recording launches failed: {msg}"
+                ))),
+            },
+            Err(e) => Err(e),
+        };
         profile::FINISH.add(finishing);
         match finished {
             Ok(cb) => {
