@@ -98,3 +98,30 @@ fn values_realized_together_free_their_inputs() {
         assert_eq!(pre.dtype(), DType::F32);
     }
 }
+
+#[test]
+fn an_expression_that_has_run_copies_its_result() {
+    for exec in common::executors() {
+        let (a, b) = inputs(&exec);
+        let c = a.add(&b).unwrap().relu().unwrap();
+        let rows = c.reshape(&[256, -1]).unwrap();
+        c.realize().unwrap();
+        let out = Tensor::zeros(&exec, &[N], DType::F32).unwrap();
+        c.copy_into(&out).unwrap();
+        assert_eq!(
+            out.to_vec::<f32>().unwrap(),
+            want(),
+            "{:?}",
+            exec.backend_type()
+        );
+        // The reshape shares the result that has run: copied in its own shape.
+        let out_rows = Tensor::zeros(&exec, &[256, N / 256], DType::F32).unwrap();
+        rows.copy_into(&out_rows).unwrap();
+        assert_eq!(
+            out_rows.to_vec::<f32>().unwrap(),
+            want(),
+            "{:?}",
+            exec.backend_type()
+        );
+    }
+}

@@ -141,13 +141,7 @@ fn fold_rows<S, A>(
         }
         r += ROW_BLOCK;
     }
-    for r in r..rows {
-        let p = row(r);
-        for (j, a) in acc.iter_mut().enumerate() {
-            // SAFETY: as above.
-            *a = f(*a, widen(unsafe { *p.add(j) }));
-        }
-    }
+    fold_rows_in_order(acc, rows - r, |k| row(r + k), f);
 }
 
 /// Folds `rows` rows of `acc.len()` elements that follow each other in memory (row `r` at

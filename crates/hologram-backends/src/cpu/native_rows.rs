@@ -150,7 +150,7 @@ fn lanes_fold_slice<A: Num>(c: Combine, partial: &mut [A], xs: &[A]) {
         for k in 0..whole {
             let at = k * g + first;
             if let Ok(x) = <&[A; LANE_BLOCK]>::try_from(&xs[at..at + LANE_BLOCK]) {
-                fold_block(c, &mut acc, x);
+                fold_slice(c, &mut acc, x);
             }
         }
         lanes.copy_from_slice(&acc);
@@ -158,28 +158,6 @@ fn lanes_fold_slice<A: Num>(c: Combine, partial: &mut [A], xs: &[A]) {
     // ...then the last, partial chunk: the last element of the lanes it reaches.
     let tail = &xs[whole * g..];
     fold_slice(c, &mut partial[..tail.len()], tail);
-}
-
-/// [`fold_slice`] over a whole block held in registers.
-#[inline(always)]
-fn fold_block<A: Num>(c: Combine, acc: &mut [A; LANE_BLOCK], xs: &[A; LANE_BLOCK]) {
-    match c {
-        Combine::Sum => {
-            for l in 0..LANE_BLOCK {
-                acc[l] = A::add(acc[l], xs[l]);
-            }
-        }
-        Combine::Max => {
-            for l in 0..LANE_BLOCK {
-                acc[l] = max_step(acc[l], xs[l]);
-            }
-        }
-        _ => {
-            for l in 0..LANE_BLOCK {
-                acc[l] = fold(c, acc[l], xs[l]);
-            }
-        }
-    }
 }
 
 /// A plain softmax or log-softmax row whose storage is the accumulator type: the same

@@ -308,15 +308,14 @@ impl WorkQueue {
         let finishing = std::time::Instant::now();
         // A recording error goes to the batch's launches, not to the device's fault; the
         // finish claims its errors rather than scoping them (cheaper: `Gpu::claiming_errors`).
-        let finished = match gpu.check_fault() {
-            Ok(()) => match gpu.claiming_errors(|| enc.finish()) {
-                (cb, None) => Ok(cb),
-                (_, Some(msg)) => Err(BackendError::Device(format!(
-                    "recording launches failed: {msg}"
-                ))),
-            },
-            Err(e) => Err(e),
-        };
+        let finished =
+            gpu.check_fault()
+                .and_then(|()| match gpu.claiming_errors(|| enc.finish()) {
+                    (cb, None) => Ok(cb),
+                    (_, Some(msg)) => Err(BackendError::Device(format!(
+                        "recording launches failed: {msg}"
+                    ))),
+                });
         profile::FINISH.add(finishing);
         match finished {
             Ok(cb) => {
